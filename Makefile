@@ -1,0 +1,74 @@
+# inference.blueprints: every set-up step lives here. Two entry points for a fresh clone:
+#   make demo   the main job on the local control plane
+#   make test   every test tier (lint, sanity, unit, render, integration, molecule)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT        := $(CURDIR)
+VENV        ?= $(ROOT)/.venv
+CACHE       ?= $(ROOT)/.cache
+COLL_DIR    := $(ROOT)/collections/ansible_collections/inference/blueprints
+# Prefer Python 3.12 (newest ansible-core), fall back to 3.11.
+PY_BOOT     ?= $(shell for p in $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 $(HOME)/.pyenv/versions/3.11*/bin/python3.11 python3.11 python3; do if command -v $$p >/dev/null 2>&1; then echo $$p; break; fi; done)
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed
+COLL_STAMP  := $(CACHE)/collections/.installed
+
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CACHE)/collections
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help setup lint ruff ansible-lint sanity unit pytest test demo bench clean
+
+help:
+	@echo "make demo          plan, render and converge the example chat site on the local control plane"
+	@echo "make test          every test tier; sets itself up from a fresh clone"
+	@echo "make cluster-up    start the local control plane (PROFILE=h100-8x2-rdma|l40s-decode-mix|sno-rtx-pro-6000)"
+	@echo "make cluster-down  stop it"
+	@echo "make bench         benchmarks (print figures)"
+
+# ---------------------------------------------------------------- setup
+$(STAMP): pyproject.toml
+	@test -n "$(PY_BOOT)" || { echo "no python3.12 or python3.11 found" >&2; exit 1; }
+	$(PY_BOOT) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+$(COLL_STAMP): $(STAMP) scripts/fetch_collections.py
+	$(PY) scripts/fetch_collections.py --dest $(CACHE)/collections
+	touch $@
+
+setup: $(STAMP) $(COLL_STAMP)
+
+# ---------------------------------------------------------------- static checks
+ruff: setup
+	ruff check .
+	ruff format --check collections/ansible_collections/inference/blueprints/plugins tests scripts plugins
+
+ansible-lint: setup
+	ansible-lint --offline --profile production
+
+sanity: setup
+	$(PY) scripts/ansible_test_offline.py sanity
+
+lint: ruff ansible-lint
+
+# ---------------------------------------------------------------- tests
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+include mk/*.mk
+
+pytest: setup controlplane
+	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/bench
+
+test: lint sanity pytest molecule
+
+bench: setup controlplane
+	$(PY) -m pytest -q -s tests/bench
+
+clean: cluster-down
+	rm -rf $(VENV) $(CACHE) .cluster reports render
