@@ -50,8 +50,19 @@ def main() -> int:
     pattern = os.path.join(args.wheel_cache, f"ansible-{ANSIBLE_WHEEL}-*.whl")
     if not glob.glob(pattern):
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-             "--no-deps", "--only-binary=:all:", "-d", args.wheel_cache, f"ansible=={ANSIBLE_WHEEL}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                args.wheel_cache,
+                f"ansible=={ANSIBLE_WHEEL}",
+            ],
             check=True,
         )
     wheel = glob.glob(pattern)[0]

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes client construction and object helpers shared by the collection's modules.

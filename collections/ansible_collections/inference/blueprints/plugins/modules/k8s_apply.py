@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -22,7 +21,7 @@ description:
   - With O(state=absent) the objects are deleted in reverse order and, by default, the task waits
     until they are gone.
 author:
-  - inference.blueprints contributors
+  - inference.blueprints contributors (@inference-blueprints)
 extends_documentation_fragment:
   - inference.blueprints.k8s_auth
   - inference.blueprints.k8s_auth.ATTRIBUTES
@@ -152,7 +151,6 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc  # noqa: E402
 
 try:
@@ -240,7 +238,9 @@ def _split_default_ns(obj, resource):
     obj = {**obj, "metadata": meta}
     if resource.namespaced and not meta.get("namespace"):
         if not default_ns:
-            raise kc.ClientError(f"{kc.ref(obj)} is namespaced but has no metadata.namespace and no namespace was given")
+            raise kc.ClientError(
+                f"{kc.ref(obj)} is namespaced but has no metadata.namespace and no namespace was given"
+            )
         meta["namespace"] = default_ns
     elif not resource.namespaced:
         meta.pop("namespace", None)
@@ -280,12 +280,14 @@ def apply(module, client, objs):
         if action != "unchanged":
             changed = True
             if module._diff:
-                diffs.append({
-                    "before_header": kc.ref(obj),
-                    "after_header": kc.ref(obj),
-                    "before": kc.normalize(before) or {},
-                    "after": kc.normalize(after),
-                })
+                diffs.append(
+                    {
+                        "before_header": kc.ref(obj),
+                        "after_header": kc.ref(obj),
+                        "before": kc.normalize(before) or {},
+                        "after": kc.normalize(after),
+                    }
+                )
         results.append(_entry(obj, action))
     return results, diffs, changed
 
@@ -303,8 +305,9 @@ def delete(module, client, objs):
         obj = _split_default_ns(obj, resource)
         meta = obj["metadata"]
         try:
-            resource.delete(name=meta["name"], namespace=meta.get("namespace"), dry_run=dry_run,
-                            propagation_policy="Background")
+            resource.delete(
+                name=meta["name"], namespace=meta.get("namespace"), dry_run=dry_run, propagation_policy="Background"
+            )
         except kc.NotFoundError:
             results.append(_entry(obj, "absent"))
             continue
@@ -318,15 +321,20 @@ def delete(module, client, objs):
     if params["wait_deleted"] and not module.check_mode:
         deadline = time.monotonic() + params["wait_timeout"]
         while pending:
-            pending = [(r, o) for r, o in pending
-                       if kc.get_live(client, r, o["metadata"]["name"], o["metadata"].get("namespace")) is not None]
+            pending = [
+                (r, o)
+                for r, o in pending
+                if kc.get_live(client, r, o["metadata"]["name"], o["metadata"].get("namespace")) is not None
+            ]
             if not pending:
                 break
             if time.monotonic() > deadline:
-                names = ", ".join(kc.ref(o) for _, o in pending)
+                names = ", ".join(kc.ref(pair[1]) for pair in pending)
                 raise kc.ClientError(
                     f"timed out after {params['wait_timeout']} s waiting for deletion of: {names} "
-                    "(still present; check their finalizers)", results=results)
+                    "(still present; check their finalizers)",
+                    results=results,
+                )
             time.sleep(1)
     return results, diffs, changed
 
@@ -353,9 +361,7 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    objs = [
-        _with_labels(o, module.params["labels"], module.params["namespace"]) for o in _load_objects(module)
-    ]
+    objs = [_with_labels(o, module.params["labels"], module.params["namespace"]) for o in _load_objects(module)]
 
     if module.params["delivery"] == "render":
         if module.params["state"] == "absent":
@@ -385,12 +391,31 @@ def main():
 
 # Kinds that are cluster-scoped in every cluster we target; used only when rendering offline,
 # where there is no discovery to ask.
-_CLUSTER_KINDS = frozenset({
-    "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ClusterPolicy",
-    "NicClusterPolicy", "DataScienceCluster", "DSCInitialization", "GatewayClass", "PinnedImageSet",
-    "MachineConfigPool", "MachineConfig", "ImageDigestMirrorSet", "ClusterVersion", "Infrastructure",
-    "StorageClass", "PriorityClass", "NVIDIADriver", "HostDeviceNetwork", "MacvlanNetwork", "IPoIBNetwork",
-})
+_CLUSTER_KINDS = frozenset(
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "ClusterPolicy",
+        "NicClusterPolicy",
+        "DataScienceCluster",
+        "DSCInitialization",
+        "GatewayClass",
+        "PinnedImageSet",
+        "MachineConfigPool",
+        "MachineConfig",
+        "ImageDigestMirrorSet",
+        "ClusterVersion",
+        "Infrastructure",
+        "StorageClass",
+        "PriorityClass",
+        "NVIDIADriver",
+        "HostDeviceNetwork",
+        "MacvlanNetwork",
+        "IPoIBNetwork",
+    }
+)
 
 
 if __name__ == "__main__":

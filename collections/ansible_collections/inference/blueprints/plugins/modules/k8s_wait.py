@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -19,7 +18,7 @@ description:
     the object does not exist).
   - In check mode it returns at once, since nothing it would wait for was created.
 author:
-  - inference.blueprints contributors
+  - inference.blueprints contributors (@inference-blueprints)
 extends_documentation_fragment:
   - inference.blueprints.k8s_auth
   - inference.blueprints.k8s_auth.ATTRIBUTES
@@ -122,7 +121,6 @@ elapsed:
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc  # noqa: E402
 
 
@@ -231,8 +229,13 @@ def main():
                 lines = []
                 for i, spec in enumerate(specs):
                     if not state[i][0]:
-                        obj_ref = kc.ref({"apiVersion": spec["apiVersion"], "kind": spec["kind"],
-                                          "metadata": {"name": spec["name"], "namespace": spec.get("namespace")}})
+                        obj_ref = kc.ref(
+                            {
+                                "apiVersion": spec["apiVersion"],
+                                "kind": spec["kind"],
+                                "metadata": {"name": spec["name"], "namespace": spec.get("namespace")},
+                            }
+                        )
                         lines.append(f"{obj_ref}: waited for {describe_test(spec)}; last saw {state[i][1]}")
                 module.fail_json(
                     msg=f"timed out after {module.params['timeout']} s: " + "; ".join(lines),
@@ -248,8 +251,13 @@ def main():
 def _report(specs, state):
     out = []
     for i, spec in enumerate(specs):
-        obj_ref = kc.ref({"apiVersion": spec["apiVersion"], "kind": spec["kind"],
-                          "metadata": {"name": spec["name"], "namespace": spec.get("namespace")}})
+        obj_ref = kc.ref(
+            {
+                "apiVersion": spec["apiVersion"],
+                "kind": spec["kind"],
+                "metadata": {"name": spec["name"], "namespace": spec.get("namespace")},
+            }
+        )
         ready, seen = state.get(i, (False, "not checked"))
         out.append({"ref": obj_ref, "ready": ready, "seen": seen})
     return out
