@@ -1,0 +1,59 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Project-level callback: at the end of a run, list what inference.blueprints.k8s_apply did.
+
+Enabled by the repository's ansible.cfg. The collection does not need it; it only makes
+`make demo` and site runs say, per cluster, which objects were created, configured,
+deleted or rendered (unchanged ones are counted, not listed).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = r"""
+name: apply_summary
+type: aggregate
+short_description: Summarise the objects inference.blueprints.k8s_apply touched, per cluster
+description:
+  - At the end of the playbook, prints per host (cluster) the objects created, configured, deleted
+    or rendered by C(inference.blueprints.k8s_apply), and how many were unchanged.
+requirements:
+  - enabled in ansible.cfg (callbacks_enabled = apply_summary)
+"""
+
+_APPLY = {"inference.blueprints.k8s_apply", "k8s_apply"}
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "apply_summary"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self._seen = defaultdict(list)
+
+    def v2_runner_on_ok(self, result):
+        if result._task.action not in _APPLY:
+            return
+        for obj in result._result.get("objects", []) or []:
+            self._seen[result._host.get_name()].append(obj)
+
+    def v2_playbook_on_stats(self, stats):
+        if not self._seen:
+            return
+        self._display.banner("OBJECTS (inference.blueprints.k8s_apply)")
+        for host in sorted(self._seen):
+            objs = self._seen[host]
+            unchanged = sum(1 for o in objs if o.get("action") == "unchanged")
+            changed = len(objs) - unchanged
+            self._display.display(f"{host}: {len(objs)} objects, {changed} changed, {unchanged} unchanged")
+            for o in objs:
+                if o.get("action") == "unchanged":
+                    continue
+                where = f"{o['namespace']}/" if o.get("namespace") else ""
+                self._display.display(f"  {o['action']:<10} {o['kind']} {where}{o['name']}")
