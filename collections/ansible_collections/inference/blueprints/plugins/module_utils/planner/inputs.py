@@ -1,0 +1,397 @@
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Input validation and defaults. Every error names the input, says what was wrong and what is valid."""
+
+from __future__ import annotations
+
+from . import data
+from .errors import PlanError
+
+TOP_KEYS = (
+    "model",
+    "model_architecture",
+    "name",
+    "blueprint",
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "interconnect",
+    "decode_gpu",
+    "decode_gpus_per_node",
+    "decode_nodes",
+    "weights",
+    "kv_cache_dtype",
+    "max_model_len",
+    "contexts",
+    "traffic",
+    "slo",
+    "policy",
+    "policy_source",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "quantized_checkpoint",
+    "vllm_version",
+)
+TRAFFIC_KEYS = (
+    "prompt_tokens_mean",
+    "prompt_tokens_p95",
+    "output_tokens_mean",
+    "output_tokens_p95",
+    "concurrent_sessions",
+    "arrival_rate_rps",
+)
+SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms")
+INTERCONNECTS = ("nvlink", "rdma", "ethernet")
+WEIGHTS = ("auto", "bf16", "fp8", "fp4")
+WEIGHT_ALIASES = {"nvfp4": "fp4", "bfloat16": "bf16"}
+KV_DTYPES = ("auto", "bfloat16", "fp8", "nvfp4")
+KV_ALIASES = {"bf16": "bfloat16", "fp4": "nvfp4", "fp8_e4m3": "fp8"}
+ARCH_REQUIRED = (
+    "kind",
+    "attention",
+    "layers",
+    "full_attention_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "params_b",
+    "active_params_b",
+    "embedding_params_b",
+    "lm_head_params_b",
+    "max_position_embeddings",
+)
+ARCH_DEFAULTS = {
+    "native_dtype": "bf16",
+    "expert_params_b": 0,
+    "unquantized_params_b": 0,
+    "vision_params_b": 0,
+    "mtp_layers": 0,
+    "mtp_params_b": 0,
+    "mtp_method": None,
+    "eagle3_draft": None,
+    "draft_params_b": 0,
+    "overhead_gib": None,
+    "hf_repo": None,
+    "source": "explicit model_architecture input",
+}
+BLUEPRINTS = ("chat", "rag", "batch", "ai_grid", "sovereign_burst", "edge_sno")
+
+POLICY_ENUMS = {
+    "disaggregation": ("auto", "always", "never"),
+    "speculative": ("auto", "off", "mtp", "eagle3", "ngram"),
+    "kv_offload": ("none", "dram", "nvme"),
+    "kv_connector": ("auto", "nixl", "lmcache", "mooncake", "none"),
+}
+POLICY_BOOLS = (
+    "tool_calling_heavy",
+    "code_completion",
+    "shared_kv_cache",
+    "prefix_caching",
+    "chunked_prefill",
+    "eplb",
+    "language_model_only",
+    "scale_to_zero",
+)
+POLICY_FRACTIONS = ("prefill_mfu", "decode_mbu", "target_utilization", "kv_headroom_fraction")
+POLICY_POSITIVE_INTS = ("pd_min_sessions", "long_context_tokens")
+POLICY_OPTIONAL_INTS = ("max_num_seqs", "max_num_batched_tokens", "output_token_cap")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(field: str, v, minimum: int = 1):
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v.strip())
+    if not _is_int(v):
+        raise PlanError(field, f"must be an integer >= {minimum}, got {v!r}")
+    if v < minimum:
+        raise PlanError(field, f"must be an integer >= {minimum}, got {v}")
+    return v
+
+
+def _num(field: str, v, minimum: float = 0.0, maximum: float | None = None, strict: bool = False):
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise PlanError(field, f"must be a number, got {v!r}") from None
+    if not _is_num(v):
+        raise PlanError(field, f"must be a number, got {v!r}")
+    if v < minimum or (strict and v == minimum):
+        bound = f"> {minimum}" if strict else f">= {minimum}"
+        raise PlanError(field, f"must be {bound}, got {v}")
+    if maximum is not None and v > maximum:
+        raise PlanError(field, f"must be <= {maximum}, got {v}")
+    return v
+
+
+def _choice(field: str, v, valid) -> str:
+    if v not in valid:
+        raise PlanError(field, f"unknown value {v!r}; valid: {', '.join(map(str, valid))}")
+    return v
+
+
+def resolve_model(inputs: dict) -> dict:
+    arch = inputs.get("model_architecture")
+    mid = inputs.get("model")
+    if arch:
+        if not isinstance(arch, dict):
+            raise PlanError(
+                "model_architecture", f"must be a mapping of architecture fields, got {type(arch).__name__}"
+            )
+        model = dict(ARCH_DEFAULTS)
+        model.update(arch)
+        missing = [k for k in ARCH_REQUIRED if k not in arch]
+        if missing:
+            raise PlanError(
+                "model_architecture", f"missing field(s) {', '.join(missing)}; required: {', '.join(ARCH_REQUIRED)}"
+            )
+        _choice("model_architecture.kind", model["kind"], ("dense", "moe"))
+        _choice("model_architecture.attention", model["attention"], ("gqa", "mla", "hybrid_gdn"))
+        if model["kind"] == "moe":
+            for k in ("experts", "experts_per_token", "expert_params_b"):
+                if not model.get(k):
+                    raise PlanError(f"model_architecture.{k}", "is required for kind: moe")
+        if model["attention"] == "hybrid_gdn" and not isinstance(model.get("gdn"), dict):
+            raise PlanError(
+                "model_architecture.gdn",
+                "is required for attention: hybrid_gdn (num_key_heads, num_value_heads, key_head_dim, value_head_dim, conv_kernel)",
+            )
+        if model["attention"] == "mla" and not isinstance(model.get("mla"), dict):
+            raise PlanError(
+                "model_architecture.mla",
+                "is required for attention: mla (kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim)",
+            )
+        for k in ("layers", "full_attention_layers", "num_attention_heads", "num_key_value_heads", "head_dim"):
+            _int(f"model_architecture.{k}", model[k])
+        for k in ("params_b", "active_params_b"):
+            _num(f"model_architecture.{k}", model[k], strict=True)
+        if model["overhead_gib"] is None:
+            model["overhead_gib"] = 8.0 if model["kind"] == "moe" else 5.6
+        model["id"] = str(arch.get("id") or mid or "custom")
+        return model
+    if not mid:
+        raise PlanError("model", "is required (a catalog id) unless model_architecture is given")
+    catalog = data.models()
+    if mid not in catalog:
+        raise PlanError(
+            "model", f"unknown model {mid!r}; catalog ids: {', '.join(catalog)} (or pass model_architecture)"
+        )
+    model = dict(ARCH_DEFAULTS)
+    model.update(catalog[mid])
+    model["id"] = mid
+    return model
+
+
+def resolve_gpu(field: str, gid) -> dict:
+    catalog = data.gpus()
+    if gid not in catalog:
+        raise PlanError(field, f"unknown GPU {gid!r}; catalog ids: {', '.join(catalog)}")
+    gpu = dict(catalog[gid])
+    gpu["id"] = gid
+    return gpu
+
+
+def resolve_policy(blueprint: str, policy: dict | None) -> tuple[dict, dict]:
+    """Merge common defaults, the blueprint's defaults and the given policy; return (policy, defaults_doc)."""
+    pol_cat = data.policies()
+    bp = pol_cat["blueprints"].get(blueprint)
+    if bp is None:
+        raise PlanError("blueprint", f"unknown blueprint {blueprint!r}; valid: {', '.join(BLUEPRINTS)}")
+    merged = dict(pol_cat["common"])
+    merged.update(bp.get("policy") or {})
+    given = policy or {}
+    if not isinstance(given, dict):
+        raise PlanError("policy", f"must be a mapping, got {type(given).__name__}")
+    for k in given:
+        if k not in pol_cat["common"]:
+            raise PlanError(f"policy.{k}", f"unknown policy key; valid: {', '.join(sorted(pol_cat['common']))}")
+    merged.update(given)
+    for k, valid in POLICY_ENUMS.items():
+        if merged[k] is False:  # YAML 1.1 reads a bare `off` / `no` as false
+            merged[k] = next(v for v in ("off", "never", "none") if v in valid)
+        _choice(f"policy.{k}", merged[k], valid)
+    for k in POLICY_BOOLS:
+        if not isinstance(merged[k], bool):
+            raise PlanError(f"policy.{k}", f"must be true or false, got {merged[k]!r}")
+    for k in POLICY_FRACTIONS:
+        _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
+    for k in POLICY_POSITIVE_INTS:
+        _int(f"policy.{k}", merged[k])
+    for k in POLICY_OPTIONAL_INTS:
+        if merged[k] is not None:
+            _int(f"policy.{k}", merged[k])
+    _num("policy.kv_offload_gib", merged["kv_offload_gib"])
+    _int("policy.min_replicas", merged["min_replicas"], 0)
+    if merged["overhead_gib"] is not None:
+        _num("policy.overhead_gib", merged["overhead_gib"])
+    for k in ("dcp", "pcp"):
+        if merged[k] != "auto":
+            _int(f"policy.{k}", merged[k])
+    aw = merged["allowed_weights"]
+    if not isinstance(aw, list) or not aw:
+        raise PlanError("policy.allowed_weights", f"must be a non-empty list of {', '.join(WEIGHTS[1:])}")
+    merged["allowed_weights"] = [WEIGHT_ALIASES.get(w, w) for w in aw]
+    for w in merged["allowed_weights"]:
+        _choice("policy.allowed_weights", w, WEIGHTS[1:])
+    return merged, bp
+
+
+def normalize(inputs: dict) -> dict:
+    """Validate ``inputs`` and fill defaults. Returns a new dict with resolved catalog entries."""
+    if not isinstance(inputs, dict):
+        raise PlanError("inputs", f"must be a mapping, got {type(inputs).__name__}")
+    for k in inputs:
+        if k not in TOP_KEYS:
+            raise PlanError(k, f"unknown input; valid: {', '.join(TOP_KEYS)}")
+    blueprint = inputs.get("blueprint") or "chat"
+    policy, bp = resolve_policy(blueprint, inputs.get("policy"))
+    model = resolve_model(inputs)
+    gpu = resolve_gpu("gpu", inputs.get("gpu") or _missing("gpu", "a GPU catalog id"))
+    gpn = _int("gpus_per_node", inputs.get("gpus_per_node", 1))
+    nodes = _int("nodes", inputs.get("nodes", 1))
+    inter = inputs.get("interconnect") or ("rdma" if nodes > 1 else "nvlink")
+    _choice("interconnect", inter, INTERCONNECTS)
+
+    decode = None
+    if inputs.get("decode_gpu"):
+        dgpu = resolve_gpu("decode_gpu", inputs["decode_gpu"])
+        decode = {
+            "gpu": dgpu,
+            "gpus_per_node": _int("decode_gpus_per_node", inputs.get("decode_gpus_per_node", gpn)),
+            "nodes": _int("decode_nodes", inputs.get("decode_nodes", 1)),
+        }
+    elif inputs.get("decode_gpus_per_node") is not None or inputs.get("decode_nodes") is not None:
+        raise PlanError("decode_gpu", "is required when decode_gpus_per_node or decode_nodes is set")
+
+    weights = inputs.get("weights") or "auto"
+    weights = WEIGHT_ALIASES.get(weights, weights)
+    _choice("weights", weights, WEIGHTS)
+    kvd = inputs.get("kv_cache_dtype")
+    if kvd is not None:
+        kvd = KV_ALIASES.get(kvd, kvd)
+        _choice("kv_cache_dtype", kvd, KV_DTYPES)
+
+    maxpos = model["max_position_embeddings"]
+    mml = inputs.get("max_model_len")
+    mml = maxpos if mml is None else _int("max_model_len", mml)
+    if mml > maxpos:
+        raise PlanError(
+            "max_model_len",
+            f"{mml} exceeds {model['id']}'s native window of {maxpos} tokens; use <= {maxpos} "
+            "(longer contexts need a YaRN rope-scaling config, which the planner does not model)",
+        )
+
+    traffic = dict(bp.get("traffic") or {})
+    given_t = inputs.get("traffic") or {}
+    if not isinstance(given_t, dict):
+        raise PlanError("traffic", f"must be a mapping with keys {', '.join(TRAFFIC_KEYS)}")
+    for k in given_t:
+        if k not in TRAFFIC_KEYS:
+            raise PlanError(f"traffic.{k}", f"unknown traffic key; valid: {', '.join(TRAFFIC_KEYS)}")
+    if given_t:
+        # an explicit traffic block replaces the blueprint's example traffic except for unset keys
+        if "concurrent_sessions" not in given_t and "arrival_rate_rps" in given_t:
+            traffic.pop("concurrent_sessions", None)
+        traffic.update({k: v for k, v in given_t.items() if v is not None})
+    for k in TRAFFIC_KEYS:
+        if traffic.get(k) is None:
+            traffic[k] = None
+            continue
+        if k == "arrival_rate_rps":
+            traffic[k] = _num(f"traffic.{k}", traffic[k])
+        else:
+            traffic[k] = _int(f"traffic.{k}", traffic[k], 0 if k == "concurrent_sessions" else 1)
+    if traffic["prompt_tokens_p95"] is None:
+        traffic["prompt_tokens_p95"] = traffic["prompt_tokens_mean"]
+    if traffic["output_tokens_p95"] is None:
+        traffic["output_tokens_p95"] = traffic["output_tokens_mean"]
+    for k in ("prompt_tokens_mean", "output_tokens_mean"):
+        if traffic[k] is None:
+            raise PlanError(f"traffic.{k}", "is required")
+    for kind in ("prompt", "output"):
+        if traffic[f"{kind}_tokens_p95"] < traffic[f"{kind}_tokens_mean"]:
+            raise PlanError(
+                f"traffic.{kind}_tokens_p95",
+                f"{traffic[f'{kind}_tokens_p95']} is below the mean {traffic[f'{kind}_tokens_mean']}; p95 must be >= mean",
+            )
+    for k in ("prompt_tokens_p95", "prompt_tokens_mean"):
+        if traffic[k] >= mml:
+            raise PlanError(
+                f"traffic.{k}",
+                f"prompt of {traffic[k]} tokens does not fit max_model_len {mml} (prompt plus at least one output token); "
+                f"raise max_model_len (up to {maxpos}) or shorten prompts",
+            )
+    if traffic["concurrent_sessions"] is None and traffic["arrival_rate_rps"] is None:
+        raise PlanError("traffic.concurrent_sessions", "give concurrent_sessions or arrival_rate_rps")
+
+    slo = dict(bp.get("slo") or {})
+    given_s = inputs.get("slo") or {}
+    if not isinstance(given_s, dict):
+        raise PlanError("slo", f"must be a mapping with keys {', '.join(SLO_KEYS)}")
+    for k in given_s:
+        if k not in SLO_KEYS:
+            raise PlanError(f"slo.{k}", f"unknown SLO key; valid: {', '.join(SLO_KEYS)}")
+    slo.update({k: v for k, v in given_s.items() if v is not None})
+    for k in SLO_KEYS:
+        slo[k] = _num(f"slo.{k}", slo[k], 0.0, strict=True)
+
+    contexts = inputs.get("contexts")
+    if contexts is None:
+        contexts = sorted({c for c in (8192, 32768, 131072) if c <= mml} | {mml})
+    if isinstance(contexts, (int, str)):
+        contexts = [contexts]
+    if not isinstance(contexts, (list, tuple)) or not contexts:
+        raise PlanError("contexts", "must be a non-empty list of context lengths")
+    contexts = sorted({_int("contexts", c) for c in contexts})
+    for c in contexts:
+        if c > mml:
+            raise PlanError("contexts", f"context {c} exceeds max_model_len {mml}; use values <= {mml}")
+
+    util = _num("gpu_memory_utilization", inputs.get("gpu_memory_utilization", 0.92), 0.0, 1.0, strict=True)
+    kvmem = inputs.get("kv_cache_memory_bytes")
+    if kvmem is not None:
+        kvmem = _int("kv_cache_memory_bytes", kvmem)
+    version = str(inputs.get("vllm_version") or "0.33.0")
+    minor = ".".join(version.split(".")[:2])
+    if minor not in data.supported_vllm_versions():
+        raise PlanError(
+            "vllm_version", f"no flag set for vLLM {version}; supported: {', '.join(data.supported_vllm_versions())}"
+        )
+    qc = inputs.get("quantized_checkpoint", True)
+    if not isinstance(qc, bool):
+        raise PlanError("quantized_checkpoint", f"must be true or false, got {qc!r}")
+
+    return {
+        "model": model,
+        "name": inputs.get("name") or model["id"].lower().replace(".", "-").replace("_", "-"),
+        "blueprint": blueprint,
+        "policy": policy,
+        "policy_source": inputs.get("policy_source") or "planner defaults for blueprint " + blueprint,
+        "gpu": gpu,
+        "gpus_per_node": gpn,
+        "nodes": nodes,
+        "interconnect": inter,
+        "decode": decode,
+        "weights": weights,
+        "kv_cache_dtype": kvd,
+        "max_model_len": mml,
+        "contexts": contexts,
+        "traffic": traffic,
+        "slo": slo,
+        "gpu_memory_utilization": util,
+        "kv_cache_memory_bytes": kvmem,
+        "quantized_checkpoint": qc,
+        "vllm_version": version,
+    }
+
+
+def _missing(field: str, what: str):
+    raise PlanError(field, f"is required ({what})")
