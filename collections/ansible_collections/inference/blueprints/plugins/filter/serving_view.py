@@ -88,6 +88,18 @@ _value:
     scale_to_zero:
       description: Whether the autoscaler may scale the model to zero replicas.
       type: bool
+    autoscaled:
+      description:
+        - Whether a KEDA ScaledObject owns the main workload's replica count (scale to zero, or a plan
+          with C(autoscaling.max_replicas) above the planned replicas); the LLMInferenceService then
+          leaves C(replicas) unset.
+      type: bool
+    min_replicas:
+      description: Fewest replicas of the main workload the autoscaler keeps.
+      type: int
+    max_replicas:
+      description: Most replicas of the main workload the autoscaler may run (the plan's size by default).
+      type: int
 """
 
 import json  # noqa: E402
@@ -170,6 +182,9 @@ def serving_view(entry, blueprint=None, components=None):
 
     scale_to_zero = bool(_get(plan.get("autoscaling"), "scale_to_zero", policy.get("scale_to_zero", False)))
     min_replicas = int(_get(plan.get("autoscaling"), "min_replicas", policy.get("min_replicas", 0 if scale_to_zero else 1)))
+    max_replicas = int(_get(plan.get("autoscaling"), "max_replicas", main["replicas"]) or main["replicas"])
+    max_replicas = max(max_replicas, main["replicas"], 1)
+    autoscaled = "serving_autoscaling" in components and (scale_to_zero or max_replicas > main["replicas"])
     slo = dict((blueprint.get("defaults") or {}).get("slo") or {})
     slo.update(model.get("slo") or {})
 
@@ -209,6 +224,8 @@ def serving_view(entry, blueprint=None, components=None):
         "speculative": plan.get("speculative") or None,
         "scale_to_zero": scale_to_zero,
         "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "autoscaled": autoscaled,
         "output_token_cap": plan.get("output_token_cap", policy.get("output_token_cap")),
         "slo": slo,
         "policy": policy,
