@@ -1,5 +1,7 @@
+# -*- coding: utf-8 -*-
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
 """plan(): layout, memory, KV capacity, pools, speculative decoding, KV connector and engine arguments."""
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ def choose_layout(c: _Ctx, gpn: int, nodes: int, dec: _Decisions, label: str) ->
     tp = tps[-1]
     for pp in range(2, nodes + 1):
         ok, w, kv = c.fits(tp, pp)
+        tried.append((tp, pp, w, kv))
         if ok:
             one = tried[-1]
             dec.add(
@@ -156,13 +159,22 @@ def choose_layout(c: _Ctx, gpn: int, nodes: int, dec: _Decisions, label: str) ->
 def _infeasible(c: _Ctx, gpn: int, nodes: int, best: tuple) -> PlanError:
     model, gpu = c.model, c.gpu
     tp, pp, w, kv = best
+    where = f"{nodes} node(s) x {gpn} {gpu['id']}"
+    if c.kvmem is not None:
+        over = w + c.overhead(tp * pp) + kv - c.total
+        msg = (
+            f"{model['id']}: {_r(w / GIB, 1)} GiB weights/GPU + {_r(c.overhead(tp * pp) / GIB, 1)} GiB overhead + "
+            f"kv_cache_memory_bytes {_r(kv / GIB, 1)} GiB exceed the {_r(c.total / GIB, 1)} GiB of a {gpu['id']} by "
+            f"{_r(over / GIB, 1)} GiB (TP={tp}); lower kv_cache_memory_bytes"
+        )
+        return PlanError("kv_cache_memory_bytes", msg)
     need = c.headroom * c.budget
     short = need - kv
-    total = gpn * nodes
     msg = (
-        f"{model['id']} with {c.weights} weights ({_r(c.wb['total'] / GIB, 1)} GiB) does not fit {nodes} x {gpn} {gpu['id']}: "
-        f"the best layout (TP={tp} x PP={max(pp, nodes if total > gpn else 1)}) leaves {_r(kv / GIB, 1)} GiB/GPU for KV, "
-        f"{_r(short / GIB, 1)} GiB short of the {_r(need / GIB, 1)} GiB headroom"
+        f"{model['id']} with {c.weights} weights ({_r(c.wb['total'] / GIB, 1)} GiB) does not fit {where}: "
+        f"the widest layout (TP={tp}, PP={max(pp, 1)}) holds {_r(w / GIB, 1)} GiB of weights per GPU and leaves "
+        f"{_r(kv / GIB, 1)} GiB for KV of a {_r(c.budget / GIB, 1)} GiB budget (gpu_memory_utilization {c.util}), "
+        f"{_r(short / GIB, 1)} GiB short of the {_r(need / GIB, 1)} GiB KV headroom (kv_headroom_fraction {c.headroom})"
     )
     sugg = suggest_fits(c)
     if sugg:
@@ -427,7 +439,7 @@ def plan(inputs: dict) -> dict:
     ds = decode_sessions(c, tp, pp, dp_engine, ep, dcp, tpot_s, mbu, ctx_avg)
     cap_ctx = traffic["prompt_tokens_mean"] + traffic["output_tokens_mean"]
     kv_cap = sz.max_sequences(mem["blocks"], cap_ctx, mem["geom"], dcp) * dp_engine
-    seq_cap = (pol["max_num_seqs"] or 10**9) * dp_engine
+    seq_cap = (pol["max_num_seqs"] or 10**9) * dp_engine  # null: the TPOT batch sets it
     s_engine = max(0, min(ds["sessions_per_engine"], kv_cap, seq_cap))
     pr = prefill_rate(c, engine_gpus, traffic["prompt_tokens_mean"], mfu)
     ttft_mean_s = traffic["prompt_tokens_mean"] / (pr["tokens_per_s"] / dp_engine)
@@ -477,7 +489,24 @@ def plan(inputs: dict) -> dict:
             math.ceil((lam / pr["requests_per_s"] + sessions / max(s_engine, 1e-9)) / util_t) if s_engine else None
         )
         pools["serve"] = _pool(
-            "serve", gpu, replicas, tp, pp, dp_engine, ep, dcp, pcp, mem, n, pol, c, spec, connector, None, flagset
+            "serve",
+            gpu,
+            replicas,
+            tp,
+            pp,
+            dp_engine,
+            ep,
+            dcp,
+            pcp,
+            mem,
+            n,
+            pol,
+            c,
+            spec,
+            connector,
+            None,
+            flagset,
+            batch=ds["sessions_per_engine"] / dp_engine,
         )
         pools["serve"]["required_replicas"] = required
         pools["serve"]["sessions_per_replica"] = s_engine
@@ -1039,17 +1068,20 @@ def engine_args(
     return a
 
 
-def _max_num_seqs(pol, mem, n, dcp, dp):
-    """Cap max_num_seqs at what one DP rank's pool holds at a short (mean) context, so hybrid models
-    never exceed the Mamba blocks (vLLM refuses to start otherwise)."""
+def _max_num_seqs(pol, mem, n, dcp, batch=None):
+    """max_num_seqs per DP rank: the policy's value, else the batch the TPOT target allows (decode/serve) or
+    vLLM's 256 (prefill); always capped at what the KV pool holds at the mean context, so hybrid models never
+    exceed their Mamba blocks (vLLM refuses to start otherwise)."""
     t = n["traffic"]
     cap = sz.max_sequences(mem["blocks"], t["prompt_tokens_mean"] + t["output_tokens_mean"], mem["geom"], dcp)
-    want = pol["max_num_seqs"] or 256
+    want = pol["max_num_seqs"] or (int(batch) if batch else 256)
     return max(1, min(want, cap)), cap
 
 
-def _pool(role, gpu, replicas, tp, pp, dp, ep, dcp, pcp, mem, n, pol, c, spec, connector, block_size, flagset) -> dict:
-    mns, cap = _max_num_seqs(pol, mem, n, dcp if role != "prefill" else 1, dp)
+def _pool(
+    role, gpu, replicas, tp, pp, dp, ep, dcp, pcp, mem, n, pol, c, spec, connector, block_size, flagset, batch=None
+) -> dict:
+    mns, cap = _max_num_seqs(pol, mem, n, dcp if role != "prefill" else 1, batch if role != "prefill" else None)
     return {
         "role": role,
         "gpu": gpu["id"],
@@ -1201,7 +1233,24 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
             "prefill", gpu, p_reps, tp, pp, p_dp, p_ep, 1, pcp, pmem, n, pol, cp, None, connector, bs, flagset
         ),
         "decode": _pool(
-            "decode", dgpu, d_reps, dtp, dpp, d_dp, d_ep, ddcp, 1, dmem, n, pol, cd, cd.spec, connector, bs, flagset
+            "decode",
+            dgpu,
+            d_reps,
+            dtp,
+            dpp,
+            d_dp,
+            d_ep,
+            ddcp,
+            1,
+            dmem,
+            n,
+            pol,
+            cd,
+            cd.spec,
+            connector,
+            bs,
+            flagset,
+            batch=ds["sessions_per_engine"] / ddp,
         ),
         "serve": None,
     }

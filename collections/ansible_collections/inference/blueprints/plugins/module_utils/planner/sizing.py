@@ -1,5 +1,7 @@
+# -*- coding: utf-8 -*-
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
 """The arithmetic: weights, KV bytes, vLLM block geometry, KV pools and rooflines.
 
 Every function is pure. Units: bytes unless the name says otherwise; GiB = 2**30, GB = 1e9.
