@@ -318,6 +318,11 @@ def normalize(inputs: dict) -> dict:
     for k in ("prompt_tokens_mean", "output_tokens_mean"):
         if traffic[k] is None:
             raise PlanError(f"traffic.{k}", "is required")
+    # the blueprint's example traffic (keys the caller did not give) is clamped to the model's window
+    room = mml - (traffic["output_tokens_p95"] or 0)
+    for k in ("prompt_tokens_p95", "prompt_tokens_mean"):
+        if k not in given_t and traffic[k] is not None and traffic[k] > room:
+            traffic[k] = max(1, min(traffic[k], room, traffic["prompt_tokens_p95"] or room))
     for kind in ("prompt", "output"):
         if traffic[f"{kind}_tokens_p95"] < traffic[f"{kind}_tokens_mean"]:
             raise PlanError(

@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""Bad inputs name the input; every emitted flag is in the project's vLLM flag set; contract keys exist."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
+
+BASE = {"model": "Qwen3.6-27B", "gpu": "h100", "gpus_per_node": 8, "nodes": 1, "weights": "fp8"}
+
+
+def err(**kw):
+    inp = dict(BASE)
+    inp.update(kw)
+    with pytest.raises(PlanError) as e:
+        plan(inp)
+    return e.value
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "words"),
+    [
+        ({"model": "Llama-9000"}, "model", ["unknown model", "Qwen3.6-27B"]),
+        ({"gpu": "h900"}, "gpu", ["unknown GPU", "rtx-pro-6000"]),
+        ({"gpus_per_node": 0}, "gpus_per_node", [">= 1", "0"]),
+        ({"nodes": 0}, "nodes", [">= 1"]),
+        ({"nodes": -2}, "nodes", [">= 1"]),
+        ({"decode_gpu": "nope"}, "decode_gpu", ["unknown GPU"]),
+        ({"weights": "int3"}, "weights", ["bf16", "fp8", "fp4"]),
+        ({"kv_cache_dtype": "fp2"}, "kv_cache_dtype", ["fp8"]),
+        ({"kv_cache_dtype": "nvfp4"}, "kv_cache_dtype", ["FP4"]),
+        ({"weights": "fp4"}, "weights", ["FP4 tensor cores", "b200"]),
+        ({"max_model_len": 10**7}, "max_model_len", ["262144"]),
+        (
+            {
+                "max_model_len": 8192,
+                "traffic": {
+                    "prompt_tokens_mean": 800,
+                    "prompt_tokens_p95": 9000,
+                    "output_tokens_mean": 200,
+                    "concurrent_sessions": 10,
+                },
+            },
+            "traffic.prompt_tokens_p95",
+            ["max_model_len 8192"],
+        ),
+        (
+            {"traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "arrival_rate_rps": -3}},
+            "traffic.arrival_rate_rps",
+            [">= 0", "-3"],
+        ),
+        (
+            {"traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": -1}},
+            "traffic.concurrent_sessions",
+            [">= 0"],
+        ),
+        (
+            {
+                "traffic": {
+                    "prompt_tokens_mean": 800,
+                    "prompt_tokens_p95": 100,
+                    "output_tokens_mean": 200,
+                    "concurrent_sessions": 1,
+                }
+            },
+            "traffic.prompt_tokens_p95",
+            ["mean"],
+        ),
+        ({"traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "qps": 1}}, "traffic.qps", ["valid"]),
+        ({"slo": {"tpot_p95_ms": 0.5}}, "slo.tpot_p95_ms", ["cannot be met", "ms per token"]),
+        ({"slo": {"ttft_p95_ms": 0.01}}, "slo.ttft_p95_ms", ["cannot be met"]),
+        ({"slo": {"tpot_p95_ms": -5}}, "slo.tpot_p95_ms", ["> 0"]),
+        ({"policy": {"colour": "blue"}}, "policy.colour", ["unknown policy key", "disaggregation"]),
+        ({"policy": {"disaggregation": "sometimes"}}, "policy.disaggregation", ["auto", "always", "never"]),
+        ({"policy": {"prefill_mfu": 1.5}}, "policy.prefill_mfu", ["<= 1"]),
+        ({"policy": {"dcp": 3}, "gpus_per_node": 1}, "policy.dcp", ["divide TP"]),
+        ({"policy": {"speculative": "eagle3"}}, "policy.speculative", ["no EAGLE-3 draft"]),
+        ({"blueprint": "disco"}, "blueprint", ["chat", "edge_sno"]),
+        ({"contexts": [1, 10**6], "max_model_len": 32768}, "contexts", ["exceeds max_model_len"]),
+        ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization", ["<= 1"]),
+        ({"vllm_version": "0.10.0"}, "vllm_version", ["0.33"]),
+        ({"colour": 1}, "colour", ["unknown input"]),
+        (
+            {"model": "Qwen3.5-397B-A17B", "gpu": "rtx-pro-6000", "gpus_per_node": 1},
+            "model",
+            ["does not fit", "short", "would fit"],
+        ),
+        ({"model": None, "model_architecture": {"kind": "dense"}}, "model_architecture", ["missing field"]),
+    ],
+)
+def test_bad_input_names_the_input(kw, field, words):
+    e = err(**kw)
+    assert e.field == field, str(e)
+    for w in words:
+        assert w in str(e), (w, str(e))
+
+
+def test_yaml_off_is_speculative_off():
+    p = plan(dict(BASE, policy={"speculative": False}))
+    assert p["speculative"] is None
+
+
+def test_explicit_architecture():
+    arch = dict(data.models()["Llama-3.3-70B-Instruct"], id="my-llama")
+    p = plan({"model_architecture": arch, "gpu": "h100", "gpus_per_node": 8, "weights": "fp8"})
+    assert p["model"]["id"] == "my-llama"
+    assert p["layout"]["tp"] == 2 and p["layout"]["dp"] == 4  # ~68 GiB of FP8 weights need TP=2 on 80 GB
+    assert p["kv"]["bytes_per_token"] == 80 * 2 * 8 * 128  # fp8 KV: 160 KiB
+
+
+def test_mla_kv_is_replicated_over_tp():
+    p = plan(
+        {"model": "DeepSeek-V3", "gpu": "h200", "gpus_per_node": 8, "weights": "fp8", "policy": {"speculative": "off"}}
+    )
+    assert p["kv"]["bytes_per_token"] == 61 * 576  # one 576-element latent per layer, FP8
+    assert p["kv"]["block_size"] == 64
+    assert p["layout"]["tp"] in (4, 8)
+    assert p["kv"]["kv_replication"] == p["layout"]["tp"]
+
+
+CONTRACT_KEYS = [
+    "model.id",
+    "model.name",
+    "hardware.gpu",
+    "memory.weights_gib_per_gpu",
+    "memory.kv_pool_gib_per_gpu",
+    "memory.overhead_gib_per_gpu",
+    "kv.bytes_per_token",
+    "kv.block_size",
+    "kv.tokens",
+    "kv.max_concurrency",
+    "kv.dtype",
+    "layout.tp",
+    "layout.pp",
+    "layout.dp",
+    "layout.ep",
+    "layout.dcp",
+    "layout.pcp",
+    "disaggregated",
+    "pools",
+    "speculative",
+    "kv_connector",
+    "engine_args",
+    "vllm_version",
+    "decisions",
+]
+POOL_KEYS = ["replicas", "gpus_per_replica", "gpus", "gpu", "tp", "dp", "pp", "ep", "dcp", "pcp", "engine_args"]
+
+
+def get(d, dotted):
+    for part in dotted.split("."):
+        assert part in d, dotted
+        d = d[part]
+    return d
+
+
+GRID_MODELS = list(data.models())
+GRID_HW = [
+    ("h100", 8, 2, None),
+    ("rtx-pro-6000", 1, 1, None),
+    ("b200", 8, 1, None),
+    ("h100", 8, 2, "l40s"),
+    ("mi300x", 8, 1, None),
+]
+
+
+def grid():
+    for model, hw, bp in itertools.product(GRID_MODELS, GRID_HW, BLUEPRINTS):
+        gpu, gpn, nodes, dgpu = hw
+        inp = {"model": model, "gpu": gpu, "gpus_per_node": gpn, "nodes": nodes, "blueprint": bp}
+        if dgpu:
+            inp.update(decode_gpu=dgpu, decode_gpus_per_node=4, decode_nodes=4)
+        if bp == "chat":
+            inp["traffic"] = {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": 3000}
+        yield inp
+
+
+def test_grid_flags_keys_and_json():
+    allowed = set(data.vllm_flags("0.33.0")["flags"])
+    planned = infeasible = 0
+    for inp in grid():
+        try:
+            p = plan(inp)
+        except PlanError as e:
+            assert e.field in ("model", "slo.tpot_p95_ms", "slo.ttft_p95_ms", "kv_cache_memory_bytes"), (inp, str(e))
+            infeasible += 1
+            continue
+        planned += 1
+        json.dumps(p)  # JSON-serialisable
+        for k in CONTRACT_KEYS:
+            get(p, k)
+        assert all(isinstance(c, str) for c in p["kv"]["max_concurrency"])
+        pools = [v for v in p["pools"].values() if v]
+        assert pools
+        if p["disaggregated"]:
+            assert p["pools"]["prefill"]["gpus"] > 0 and p["pools"]["decode"]["gpus"] > 0
+            assert p["pools"]["serve"] is None
+        else:
+            assert p["pools"]["prefill"] is None and p["pools"]["decode"] is None
+        for pool in pools:
+            for k in POOL_KEYS:
+                assert k in pool
+            for arg in pool["engine_args"]:
+                assert arg.startswith("--")
+                assert arg.split("=", 1)[0] in allowed, (arg, inp)
+        for d in p["decisions"]:
+            assert set(d) == {"what", "choice", "why"} and d["why"]
+        assert p["memory"]["weights_gib_per_gpu"] + p["memory"]["kv_pool_gib_per_gpu"] + p["memory"][
+            "overhead_gib_per_gpu"
+        ] == pytest.approx(p["memory"]["budget_gib_per_gpu"], abs=0.01)
+    assert planned > 100 and infeasible > 0
+
+
+def test_flag_set_has_values():
+    fs = data.vllm_flags("0.33")
+    assert fs["version"] == "0.33.0"
+    assert all(f.startswith("--") for f in fs["flags"])
+
+
+def test_catalog_entries_have_sources():
+    for cat in (data.models(), data.gpus()):
+        for k, v in cat.items():
+            assert v.get("source"), k
+    assert set(data.gpus()) >= {"h100", "h200", "b200", "a100-80gb", "l40s", "mi300x", "rtx-pro-6000"}
+    kinds = {(m["kind"], m["attention"]) for m in data.models().values()}
+    assert {("dense", "gqa"), ("moe", "gqa"), ("moe", "mla"), ("dense", "hybrid_gdn"), ("moe", "hybrid_gdn")} <= kinds
+
+
+@pytest.mark.parametrize("bp", BLUEPRINTS)
+def test_every_blueprint_plans_with_defaults(bp):
+    p = plan({"model": "Qwen3.5-35B-A3B", "gpu": "h100", "gpus_per_node": 8, "nodes": 2, "blueprint": bp})
+    assert p["blueprint"] == bp
+    assert p["decisions"][0]["what"] == "policy"
+
+
+def test_tool_calling_turns_speculative_off_and_code_picks_ngram():
+    p = plan(dict(BASE, policy={"tool_calling_heavy": True}))
+    assert p["speculative"] is None
+    p = plan(dict(BASE, policy={"code_completion": True}))
+    assert p["speculative"]["method"] == "ngram"
+    p = plan(dict(BASE, model="Llama-3.3-70B-Instruct"))
+    assert p["speculative"]["method"] == "eagle3" and p["speculative"]["model"]
+    p = plan(dict(BASE, model="Qwen3.5-397B-A17B", nodes=2))
+    assert p["speculative"]["method"] == "qwen3_5_mtp"
+
+
+def test_batch_prefers_fp4_when_the_gpu_has_it():
+    p = plan({"model": "Qwen3.6-27B", "gpu": "b200", "gpus_per_node": 8, "blueprint": "batch"})
+    assert p["weights"]["precision"] == "fp4"
+    assert p["disaggregated"] is False and p["speculative"] is None
+    p = plan({"model": "Qwen3.6-27B", "gpu": "h100", "gpus_per_node": 8, "blueprint": "batch"})
+    assert p["weights"]["precision"] == "fp8"
+
+
+def test_kv_offload_connector():
+    p = plan(dict(BASE, blueprint="chat"))
+    assert p["kv_connector"]["name"] == "LMCacheConnectorV1"
+    assert p["kv_offload"]["tier"] == "dram"
+    p = plan(dict(BASE, blueprint="edge_sno", gpu="rtx-pro-6000", gpus_per_node=1))
+    assert p["kv_connector"] is None
