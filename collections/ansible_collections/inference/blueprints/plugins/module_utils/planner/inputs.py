@@ -246,10 +246,28 @@ def resolve_policy(blueprint: str, policy: dict | None) -> tuple[dict, dict]:
     return merged, bp
 
 
+def plain(x):
+    """Deep copy into plain Python types (Ansible hands over str/dict subclasses that YAML/JSON dumpers refuse)."""
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return float(x)
+    if isinstance(x, str):
+        return str(x)
+    if isinstance(x, dict):
+        return {plain(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
+
+
 def normalize(inputs: dict) -> dict:
     """Validate ``inputs`` and fill defaults. Returns a new dict with resolved catalog entries."""
     if not isinstance(inputs, dict):
         raise PlanError("inputs", f"must be a mapping, got {type(inputs).__name__}")
+    inputs = plain(inputs)
     for k in inputs:
         if k not in TOP_KEYS:
             raise PlanError(k, f"unknown input; valid: {', '.join(TOP_KEYS)}")

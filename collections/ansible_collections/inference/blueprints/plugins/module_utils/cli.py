@@ -1,0 +1,351 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""The ``blueprints`` command.
+
+    blueprints plan --model Qwen3.6-27B --gpu rtx-pro-6000 [--weights fp8 --kv-dtype fp8 ...] [--format json|yaml|md]
+    blueprints plan --site inventories/example-chat [--blueprints-dir blueprints] [--report reports/chat]
+
+Errors exit with status 2 and one line naming the option or inventory variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
+
+# planner input field -> CLI option (for error messages in explicit mode)
+OPTION_NAMES = {
+    "model": "--model",
+    "model_architecture": "--architecture",
+    "gpu": "--gpu",
+    "gpus_per_node": "--gpus-per-node",
+    "nodes": "--nodes",
+    "interconnect": "--interconnect",
+    "decode_gpu": "--decode-gpu",
+    "decode_gpus_per_node": "--decode-gpus-per-node",
+    "decode_nodes": "--decode-nodes",
+    "weights": "--weights",
+    "kv_cache_dtype": "--kv-dtype",
+    "max_model_len": "--max-model-len",
+    "contexts": "--context",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+    "vllm_version": "--vllm-version",
+    "blueprint": "--blueprint",
+    "traffic.arrival_rate_rps": "--arrival-rate",
+    "slo.ttft_p95_ms": "--ttft-p95-ms",
+    "slo.tpot_p95_ms": "--tpot-p95-ms",
+}
+TRAFFIC_OPTS = (
+    "prompt_tokens_mean",
+    "prompt_tokens_p95",
+    "output_tokens_mean",
+    "output_tokens_p95",
+    "concurrent_sessions",
+)
+
+
+class CliError(Exception):
+    """One-line user error (exit status 2)."""
+
+
+def _option(field: str) -> str:
+    if field in OPTION_NAMES:
+        return OPTION_NAMES[field]
+    if field.startswith("traffic."):
+        return "--" + field.split(".", 1)[1].replace("_", "-")
+    if field.startswith("policy."):
+        return f"--policy {field.split('.', 1)[1]}"
+    return field
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="blueprints", description="inference.blueprints tools")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser(
+        "plan",
+        help="size a vLLM deployment (layout, memory, KV capacity, pools, engine arguments)",
+        description="Plan one model on explicit hardware, or every (cluster, model) pair of a site inventory.",
+    )
+    src = p.add_argument_group("source")
+    src.add_argument(
+        "--site", metavar="INVENTORY_DIR", help="site inventory directory (hosts are clusters, docs/contracts.md)"
+    )
+    src.add_argument(
+        "--blueprints-dir", metavar="DIR", help="directory with <blueprint>.yml (default: searched upward)"
+    )
+    ex = p.add_argument_group("explicit inputs")
+    ex.add_argument("--model", help="model catalog id, e.g. Qwen3.6-27B")
+    ex.add_argument("--architecture", metavar="FILE", help="YAML file with an explicit model architecture")
+    ex.add_argument("--name", help="Kubernetes name of the model service")
+    ex.add_argument("--blueprint", default=None, help=f"policy set: {', '.join(BLUEPRINTS)} (default chat)")
+    ex.add_argument("--gpu", help="GPU catalog id: h100, h200, b200, a100-80gb, l40s, mi300x, rtx-pro-6000")
+    ex.add_argument("--gpus-per-node", type=int, default=None)
+    ex.add_argument("--nodes", type=int, default=None)
+    ex.add_argument("--interconnect", choices=("nvlink", "rdma", "ethernet"))
+    ex.add_argument("--decode-gpu")
+    ex.add_argument("--decode-gpus-per-node", type=int)
+    ex.add_argument("--decode-nodes", type=int)
+    ex.add_argument("--weights", help="bf16 | fp8 | fp4 (nvfp4) | auto")
+    ex.add_argument("--kv-dtype", help="auto | bf16 | fp8 | nvfp4 (default: planner decides)")
+    ex.add_argument("--max-model-len", type=int)
+    ex.add_argument("--context", type=int, action="append", help="context length for the capacity table (repeatable)")
+    ex.add_argument("--gpu-memory-utilization", type=float)
+    ex.add_argument("--kv-cache-memory-bytes", type=int)
+    ex.add_argument("--vllm-version")
+    for t in TRAFFIC_OPTS:
+        ex.add_argument("--" + t.replace("_", "-"), type=int, dest=t)
+    ex.add_argument("--arrival-rate", type=float, dest="arrival_rate_rps", help="requests per second")
+    ex.add_argument("--ttft-p95-ms", type=float)
+    ex.add_argument("--tpot-p95-ms", type=float)
+    ex.add_argument(
+        "--policy", action="append", metavar="KEY=VALUE", default=[], help="policy override (repeatable; YAML value)"
+    )
+    out = p.add_argument_group("output")
+    out.add_argument("--format", choices=("json", "yaml", "md"), default="json")
+    out.add_argument("--report", metavar="DIR", help="also write a Markdown report with SVG charts into DIR")
+    return ap
+
+
+def _yaml():
+    import yaml  # lazy
+
+    return yaml
+
+
+def find_blueprints_dir(start: str, explicit: str | None) -> str | None:
+    if explicit:
+        if not os.path.isdir(explicit):
+            raise CliError(f"--blueprints-dir: {explicit} is not a directory")
+        return explicit
+    d = os.path.abspath(start)
+    while True:
+        cand = os.path.join(d, "blueprints")
+        if os.path.isdir(cand) and any(f.endswith(".yml") for f in os.listdir(cand)):
+            return cand
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def load_policy(blueprint: str, bdir: str | None) -> tuple[dict, str]:
+    """The blueprint file's policy, or the planner's defaults for that name when the file does not exist."""
+    if bdir:
+        path = os.path.join(bdir, f"{blueprint}.yml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                doc = _yaml().safe_load(fh) or {}
+            pol = doc.get("policy") or {}
+            if not isinstance(pol, dict):
+                raise CliError(f"{path}: policy must be a mapping")
+            return dict(pol), path
+    if blueprint not in BLUEPRINTS:
+        raise CliError(f"blueprint: unknown blueprint {blueprint!r}; valid: {', '.join(BLUEPRINTS)}")
+    where = f"no {blueprint}.yml in {bdir}" if bdir else "no blueprints directory found"
+    return {}, f"planner defaults for blueprint {blueprint} ({where})"
+
+
+def _parse_policy(items: list[str]) -> dict:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise CliError(f"--policy: expected KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = _yaml().safe_load(v)
+    return out
+
+
+def explicit_inputs(a: argparse.Namespace) -> dict:
+    if not a.model and not a.architecture:
+        raise CliError("--model: required (a catalog id such as Qwen3.6-27B) unless --site or --architecture is given")
+    if not a.gpu:
+        raise CliError("--gpu: required (h100, h200, b200, a100-80gb, l40s, mi300x, rtx-pro-6000)")
+    blueprint = a.blueprint or "chat"
+    bdir = find_blueprints_dir(os.getcwd(), a.blueprints_dir)
+    policy, source = load_policy(blueprint, bdir)
+    policy.update(_parse_policy(a.policy))
+    inp = {"model": a.model, "gpu": a.gpu, "blueprint": blueprint, "policy": policy, "policy_source": source}
+    if a.architecture:
+        try:
+            with open(a.architecture, encoding="utf-8") as fh:
+                inp["model_architecture"] = _yaml().safe_load(fh)
+        except OSError as e:
+            raise CliError(f"--architecture: cannot read {a.architecture}: {e.strerror}") from None
+    for k in (
+        "name",
+        "gpus_per_node",
+        "nodes",
+        "interconnect",
+        "decode_gpu",
+        "decode_gpus_per_node",
+        "decode_nodes",
+        "weights",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
+        "vllm_version",
+    ):
+        v = getattr(a, k)
+        if v is not None:
+            inp[k] = v
+    if a.kv_dtype is not None:
+        inp["kv_cache_dtype"] = a.kv_dtype
+    if a.context:
+        inp["contexts"] = a.context
+    traffic = {k: getattr(a, k) for k in (*TRAFFIC_OPTS, "arrival_rate_rps") if getattr(a, k) is not None}
+    if traffic:
+        inp["traffic"] = traffic
+    slo = {k: getattr(a, k) for k in ("ttft_p95_ms", "tpot_p95_ms") if getattr(a, k) is not None}
+    if slo:
+        inp["slo"] = slo
+    return inp
+
+
+def site_inputs(site: str, blueprints_dir: str | None) -> list[tuple[str, dict]]:
+    """(label, planner inputs) for every (cluster host, model) pair of a site inventory (docs/contracts.md)."""
+    if not os.path.isdir(site):
+        raise CliError(f"--site: {site} is not a directory")
+    from ansible.errors import AnsibleError  # lazy: the planner itself needs no Ansible
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    try:
+        from ansible.plugins.loader import init_plugin_loader
+
+        init_plugin_loader()
+    except ImportError:  # ansible-core < 2.15 initialises on import
+        pass
+    try:
+        loader = DataLoader()
+        inv = InventoryManager(loader=loader, sources=[site])
+        vm = VariableManager(loader=loader, inventory=inv)
+        hosts = inv.get_hosts()
+        host_vars = {h.name: vm.get_vars(host=h) for h in hosts}
+    except AnsibleError as e:
+        raise CliError(f"--site: cannot read inventory {site}: {e}") from None
+    if not hosts:
+        raise CliError(f"--site: {site} has no hosts (hosts are clusters)")
+    bdir = find_blueprints_dir(site, blueprints_dir)
+    out = []
+    for host in hosts:
+        hv = host_vars[host.name]
+        where = f"{site} host {host.name}"
+        blueprint = hv.get("blueprint")
+        if not blueprint:
+            raise CliError(f"{where}: blueprint: not set; valid: {', '.join(BLUEPRINTS)}")
+        hw = hv.get("hardware")
+        if not isinstance(hw, dict):
+            raise CliError(f"{where}: hardware: must be a mapping with gpu, gpus_per_node, nodes")
+        models = hv.get("models")
+        if not isinstance(models, list) or not models:
+            raise CliError(f"{where}: models: must be a non-empty list")
+        policy, source = load_policy(blueprint, bdir)
+        for i, m in enumerate(models):
+            if not isinstance(m, dict) or "id" not in m:
+                raise CliError(f"{where}: models[{i}].id: required (a model catalog id)")
+            pol = dict(policy)
+            pol.update(m.get("policy") or {})
+            inp = {
+                "model": m["id"],
+                "name": m.get("name"),
+                "blueprint": blueprint,
+                "policy": pol,
+                "policy_source": source + (" + models[].policy" if m.get("policy") else ""),
+            }
+            for k in (
+                "gpu",
+                "gpus_per_node",
+                "nodes",
+                "interconnect",
+                "decode_gpu",
+                "decode_gpus_per_node",
+                "decode_nodes",
+            ):
+                if hw.get(k) is not None:
+                    inp[k] = hw[k]
+            for k in (
+                "weights",
+                "kv_cache_dtype",
+                "max_model_len",
+                "contexts",
+                "traffic",
+                "slo",
+                "gpu_memory_utilization",
+            ):
+                if m.get(k) is not None:
+                    inp[k] = m[k]
+            label = f"{host.name}/{m.get('name') or m['id']}"
+            out.append((label, inp, f"{where}: models[{i}]", i))
+    return out
+
+
+def _site_field(field: str, prefix: str) -> str:
+    hwkeys = ("gpu", "gpus_per_node", "nodes", "interconnect", "decode_gpu", "decode_gpus_per_node", "decode_nodes")
+    if field in hwkeys:
+        return f"{prefix.rsplit(':', 1)[0]}: hardware.{field}"
+    if field == "model":
+        return f"{prefix}.id"
+    if field == "blueprint":
+        return f"{prefix.rsplit(':', 1)[0]}: blueprint"
+    return f"{prefix}.{field}"
+
+
+def render(entries: list[tuple[str, dict]], fmt: str, single: bool) -> str:
+    if fmt == "md":
+        return "\n".join(report_mod.to_markdown(p, label) for label, p in entries)
+    data = entries[0][1] if single else [{"target": label, "plan": p} for label, p in entries]
+    if fmt == "yaml":
+        return _yaml().safe_dump(data, sort_keys=False, width=1000)
+    return json.dumps(data, indent=2) + "\n"
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    entries = []
+    if a.site:
+        for label, inp, prefix, _ in site_inputs(a.site, a.blueprints_dir):
+            try:
+                entries.append((label, plan(inp)))
+            except PlanError as e:
+                raise CliError(f"{_site_field(e.field, prefix)}: {e.message}") from None
+        single = False
+    else:
+        inp = explicit_inputs(a)
+        try:
+            entries.append((inp.get("name") or inp.get("model") or "plan", plan(inp)))
+        except PlanError as e:
+            raise CliError(f"{_option(e.field)}: {e.message}") from None
+        single = True
+    sys.stdout.write(render(entries, a.format, single))
+    if a.report:
+        paths = report_mod.write_report(entries, a.report)
+        sys.stderr.write(f"report: {paths[0]}\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:
+        if a.command == "plan":
+            return cmd_plan(a)
+    except CliError as e:
+        sys.stderr.write(f"blueprints {a.command}: error: {e}\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"blueprints {a.command}: error: {e}\n")
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

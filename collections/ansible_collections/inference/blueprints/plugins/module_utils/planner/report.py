@@ -1,0 +1,241 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""Markdown report and SVG charts (per-GPU memory breakdown, pool sizes) for plans. Stdlib only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from xml.sax.saxutils import escape
+
+COLORS = {"weights": "#4e79a7", "kv": "#59a14f", "overhead": "#f28e2b", "reserved": "#bab0ac"}
+
+
+def _pools(plan: dict) -> list[tuple[str, dict]]:
+    return [(k, v) for k, v in plan["pools"].items() if v]
+
+
+def memory_svg(plan: dict) -> str:
+    """Stacked bar per pool: weights, KV pool, overhead and the share vLLM leaves unused (1 - utilization)."""
+    rows = _pools(plan)
+    width, left, bar_h, gap, top = 760, 150, 26, 18, 40
+    height = top + len(rows) * (bar_h + gap) + 50
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        f'<text x="10" y="22" font-size="14" font-weight="bold">Per-GPU memory (GiB): {escape(plan["model"]["id"])}</text>',
+    ]
+    scale_max = max(v["memory"]["gpu_memory_gib"] for _, v in rows)
+    span = width - left - 20
+    y = top
+    for role, pool in rows:
+        m = pool["memory"]
+        parts = [
+            ("weights", m["weights_gib_per_gpu"]),
+            ("kv", m["kv_pool_gib_per_gpu"]),
+            ("overhead", m["overhead_gib_per_gpu"]),
+            ("reserved", max(0.0, m["gpu_memory_gib"] - m["budget_gib_per_gpu"])),
+        ]
+        out.append(f'<text x="10" y="{y + bar_h * 0.7:.1f}">{escape(role)} ({escape(pool["gpu"])})</text>')
+        x = float(left)
+        for name, val in parts:
+            w = span * val / scale_max
+            if w <= 0:
+                continue
+            out.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS[name]}"><title>{name}: {val:.2f} GiB</title></rect>'
+            )
+            if w > 38:
+                out.append(f'<text x="{x + 4:.1f}" y="{y + bar_h * 0.7:.1f}" fill="white">{val:.1f}</text>')
+            x += w
+        y += bar_h + gap
+    lx = left
+    for name, label in (
+        ("weights", "weights"),
+        ("kv", "KV pool"),
+        ("overhead", "activations/graphs/NCCL"),
+        ("reserved", "not budgeted"),
+    ):
+        out.append(f'<rect x="{lx}" y="{y}" width="12" height="12" fill="{COLORS[name]}"/>')
+        out.append(f'<text x="{lx + 16}" y="{y + 11}">{label}</text>')
+        lx += 30 + 7 * len(label)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def pools_svg(plan: dict) -> str:
+    """GPUs per pool: planned and (when known) required by the traffic."""
+    rows = _pools(plan)
+    width, left, bar_h, gap, top = 760, 150, 22, 22, 40
+    height = top + len(rows) * (2 * bar_h + gap) + 40
+    vals = []
+    for _, p in rows:
+        req = p.get("required_gpus")
+        if req is None and p.get("required_replicas") is not None:
+            req = p["required_replicas"] * p["gpus_per_replica"]
+        vals.append((p["gpus"], req))
+    scale_max = max([v for pair in vals for v in pair if v] + [1])
+    span = width - left - 80
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        f'<text x="10" y="22" font-size="14" font-weight="bold">Pool sizes (GPUs): {escape(plan["model"]["id"])}</text>',
+    ]
+    y = top
+    for (role, p), (planned, req) in zip(rows, vals):
+        out.append(f'<text x="10" y="{y + bar_h * 0.75:.1f}">{escape(role)} ({escape(p["gpu"])})</text>')
+        w = span * planned / scale_max
+        out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="#4e79a7"/>')
+        out.append(f'<text x="{left + w + 6:.1f}" y="{y + bar_h * 0.75:.1f}">{planned} planned</text>')
+        if req is not None:
+            w2 = span * req / scale_max
+            out.append(f'<rect x="{left}" y="{y + bar_h}" width="{w2:.1f}" height="{bar_h}" fill="#e15759"/>')
+            out.append(f'<text x="{left + w2 + 6:.1f}" y="{y + bar_h * 1.75:.1f}">{req} required</text>')
+        y += 2 * bar_h + gap
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def to_markdown(plan: dict, title: str | None = None, images: dict | None = None) -> str:
+    m, hw, lay, mem, kv = plan["model"], plan["hardware"], plan["layout"], plan["memory"], plan["kv"]
+    out = [f"## {title or m['name'] + ' (' + m['id'] + ')'}", ""]
+    hw_s = f"{hw['nodes']} x {hw['gpus_per_node']} {hw['gpu']} ({hw['interconnect']})"
+    if hw.get("decode_gpu"):
+        hw_s += f"; decode pool {hw['decode_nodes']} x {hw['decode_gpus_per_node']} {hw['decode_gpu']}"
+    out.append(
+        _table(
+            ["item", "value"],
+            [
+                ["blueprint", f"{plan['blueprint']} ({plan['policy_source']})"],
+                ["hardware", hw_s],
+                ["weights", f"{plan['weights']['precision']}, {plan['weights']['total_gib']} GiB in all"],
+                [
+                    "layout",
+                    ", ".join(f"{k.upper()}={lay[k]}" for k in ("tp", "pp", "dp", "ep", "dcp", "pcp"))
+                    + f" ({lay['replicas']} replica(s) of {lay['gpus_per_replica']} GPUs)",
+                ],
+                ["disaggregated", plan["disaggregated"]],
+                ["speculative", (plan["speculative"] or {}).get("method", "off")],
+                ["KV connector", (plan["kv_connector"] or {}).get("name", "none")],
+                ["vLLM", plan["vllm_version"]],
+            ],
+        )
+    )
+    out += ["", "### Memory per GPU (main pool)", ""]
+    out.append(
+        _table(
+            ["GPU memory", "budget (x util)", "weights", "overhead", "KV pool"],
+            [
+                [
+                    f"{mem['gpu_memory_gib']} GiB",
+                    f"{mem['budget_gib_per_gpu']} GiB (x {mem['gpu_memory_utilization']})",
+                    f"{mem['weights_gib_per_gpu']} GiB",
+                    f"{mem['overhead_gib_per_gpu']} GiB",
+                    f"{mem['kv_pool_gib_per_gpu']} GiB",
+                ]
+            ],
+        )
+    )
+    if images and images.get("memory"):
+        out += ["", f"![per-GPU memory]({images['memory']})"]
+    out += ["", "### KV cache", ""]
+    out.append(
+        _table(
+            ["dtype", "bytes/token (model)", "bytes/token/GPU", "block size", "blocks", "tokens", "vLLM log tokens"],
+            [
+                [
+                    kv["dtype"],
+                    int(kv["bytes_per_token"]),
+                    kv["bytes_per_token_per_gpu"],
+                    kv["block_size"]
+                    if kv["block_size"] == kv["block_size_no_spec"]
+                    else f"{kv['block_size']} ({kv['block_size_no_spec']} without speculative tokens)",
+                    kv["blocks"],
+                    kv["tokens"],
+                    kv["reported_tokens"],
+                ]
+            ],
+        )
+    )
+    out += ["", "Max concurrent sequences per engine:", ""]
+    out.append(_table(["context", "sequences"], [[c, n] for c, n in kv["max_concurrency"].items()]))
+    out += ["", "### Pools", ""]
+    prow = []
+    for role, p in _pools(plan):
+        prow.append(
+            [
+                role,
+                p["gpu"],
+                p["replicas"],
+                p["gpus_per_replica"],
+                p["gpus"],
+                p.get("required_gpus", p.get("required_replicas", "")),
+                f"TP={p['tp']} PP={p['pp']} DP={p['dp']} EP={p['ep']} DCP={p['dcp']} PCP={p['pcp']}",
+                p["max_num_seqs"],
+            ]
+        )
+    out.append(_table(["pool", "GPU", "replicas", "GPUs/replica", "GPUs", "required", "layout", "max_num_seqs"], prow))
+    if images and images.get("pools"):
+        out += ["", f"![pool sizes]({images['pools']})"]
+    est, eff = plan["estimates"], plan["efficiency"]
+    out += ["", "### Estimates (roofline; efficiency factors are inputs)", ""]
+    out.append(_table(["factor", "value"], [[k, v] for k, v in eff.items()] + [[k, v] for k, v in est.items()]))
+    out += ["", "### Decisions", ""]
+    out.append(_table(["what", "choice", "why"], [[d["what"], d["choice"], d["why"]] for d in plan["decisions"]]))
+    if plan["seed_comparison"]:
+        out += ["", "### Where the seed article and vLLM's arithmetic differ", ""]
+        out.append(
+            _table(
+                ["seed claim", "seed", "plan", "why"],
+                [[r["claim"], r["seed"], r["plan"], r["note"]] for r in plan["seed_comparison"]],
+            )
+        )
+    if plan["warnings"]:
+        out += ["", "### Warnings", ""] + [f"- {w}" for w in plan["warnings"]]
+    out += ["", "### Engine arguments", ""]
+    for role, p in _pools(plan):
+        out += [
+            f"{role}:",
+            "",
+            "```",
+            " \\\n  ".join(["vllm serve " + (m.get("hf_repo") or m["id"])] + p["engine_args"]),
+            "```",
+            "",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-").lower() or "plan"
+
+
+def write_report(entries: list[tuple[str, dict]], directory: str) -> list[str]:
+    """Write ``report.md`` plus one memory and one pool SVG per plan into ``directory``; return the paths."""
+    os.makedirs(directory, exist_ok=True)
+    paths, parts = [], ["# Sizing plan report", ""]
+    for label, plan in entries:
+        slug = _slug(label)
+        mem_fn, pool_fn = f"{slug}-memory.svg", f"{slug}-pools.svg"
+        for fn, body in ((mem_fn, memory_svg(plan)), (pool_fn, pools_svg(plan))):
+            path = os.path.join(directory, fn)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(body)
+            paths.append(path)
+        parts.append(to_markdown(plan, label, {"memory": mem_fn, "pools": pool_fn}))
+        with open(os.path.join(directory, f"{slug}.json"), "w", encoding="utf-8") as fh:
+            json.dump(plan, fh, indent=2, sort_keys=True)
+        paths.append(os.path.join(directory, f"{slug}.json"))
+    md = os.path.join(directory, "report.md")
+    with open(md, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(parts))
+    return [md, *paths]
