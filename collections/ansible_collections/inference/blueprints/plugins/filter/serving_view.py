@@ -142,8 +142,10 @@ def serving_view(entry, blueprint=None, components=None):
     model, plan = entry["model"] or {}, entry["plan"] or {}
     blueprint = blueprint or {}
     components = list(components or blueprint.get("components") or [])
+    # The plan's resolved policy wins; the blueprint's (plus the model's overrides) fills gaps.
     policy = dict(blueprint.get("policy") or {})
     policy.update(model.get("policy") or {})
+    policy.update(plan.get("policy") or {})
     name = model.get("name") or _get(plan.get("model"), "name")
     if not name:
         raise AnsibleFilterError("serving_view: the model has no name")
@@ -164,21 +166,23 @@ def serving_view(entry, blueprint=None, components=None):
         pools = [main]
 
     connector = plan.get("kv_connector") or None
-    transfer = " ".join(filter(None, (_flag_value(p["engine_args"], "--kv-transfer-config") for p in pools)))
-    conn_name = (_get(connector, "name") or "") + " " + transfer
-    nixl = "Nixl" in conn_name
-    rdma = nixl and (_get(connector, "transport") == "rdma"
-                     or (_get(plan.get("hardware"), "interconnect") == "rdma" and _get(connector, "transport") is None))
+    parts = [connector] + list(_get(connector, "connectors") or []) if connector else []
+    names_used = " ".join(str(_get(c, "name") or "") for c in parts)
+    names_used += " " + " ".join(filter(None, (_flag_value(p["engine_args"], "--kv-transfer-config") for p in pools)))
+    transports = " ".join(str(_get(c, "transport") or "") for c in parts)
+    nixl = "Nixl" in names_used
+    rdma = nixl and ("rdma" in transports or (not transports.strip()
+                                               and _get(plan.get("hardware"), "interconnect") == "rdma"))
 
     offload = plan.get("kv_offload")
     if isinstance(offload, dict):
-        offload_gib = offload.get("gib") or offload.get("size_gib") or policy.get("kv_offload_gib")
-        offload = offload.get("tier") or offload.get("kind") or "none"
+        offload_gib = offload.get("gib_per_engine") or offload.get("gib") or policy.get("kv_offload_gib", 64)
+        offload = offload.get("tier") or "none"
     else:
         offload_gib = policy.get("kv_offload_gib", 64)
-        offload = offload or policy.get("kv_offload") or "none"
-    shared = bool(plan.get("shared_kv_cache", policy.get("shared_kv_cache", False)))
-    lmcache = "kv_cache" in components and (offload != "none" or shared or "LMCache" in conn_name)
+        offload = offload or ("none" if "kv_offload" in plan else policy.get("kv_offload")) or "none"
+    shared = bool(policy.get("shared_kv_cache", False))
+    lmcache = "kv_cache" in components and (offload != "none" or shared or "LMCache" in names_used)
 
     scale_to_zero = bool(_get(plan.get("autoscaling"), "scale_to_zero", policy.get("scale_to_zero", False)))
     min_replicas = int(_get(plan.get("autoscaling"), "min_replicas", policy.get("min_replicas", 0 if scale_to_zero else 1)))
@@ -187,6 +191,7 @@ def serving_view(entry, blueprint=None, components=None):
     autoscaled = "serving_autoscaling" in components and (scale_to_zero or max_replicas > main["replicas"])
     slo = dict((blueprint.get("defaults") or {}).get("slo") or {})
     slo.update(model.get("slo") or {})
+    slo.update(plan.get("slo") or {})
 
     names = {
         "service": name,
@@ -226,7 +231,7 @@ def serving_view(entry, blueprint=None, components=None):
         "min_replicas": min_replicas,
         "max_replicas": max_replicas,
         "autoscaled": autoscaled,
-        "output_token_cap": plan.get("output_token_cap", policy.get("output_token_cap")),
+        "output_token_cap": policy.get("output_token_cap"),
         "slo": slo,
         "policy": policy,
     }
