@@ -22,9 +22,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, args = self.validate_argument_spec(
-            argument_spec=ARGUMENT_SPEC, required_one_of=REQUIRED_ONE_OF
-        )
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_one_of=REQUIRED_ONE_OF)
         del validation
         inputs = {k: v for k, v in args.items() if v is not None}
         if inputs.get("policy") == {}:

@@ -329,6 +329,9 @@ def normalize(inputs: dict) -> dict:
             traffic[k] = _num(f"traffic.{k}", traffic[k])
         else:
             traffic[k] = _int(f"traffic.{k}", traffic[k], 0 if k == "concurrent_sessions" else 1)
+    for kind in ("prompt", "output"):  # a given mean without a p95 does not inherit the blueprint's example p95
+        if f"{kind}_tokens_mean" in given_t and f"{kind}_tokens_p95" not in given_t:
+            traffic[f"{kind}_tokens_p95"] = None
     if traffic["prompt_tokens_p95"] is None:
         traffic["prompt_tokens_p95"] = traffic["prompt_tokens_mean"]
     if traffic["output_tokens_p95"] is None:
@@ -339,7 +342,7 @@ def normalize(inputs: dict) -> dict:
     # the blueprint's example traffic (keys the caller did not give) is clamped to the model's window
     room = mml - (traffic["output_tokens_p95"] or 0)
     for k in ("prompt_tokens_p95", "prompt_tokens_mean"):
-        if k not in given_t and traffic[k] is not None and traffic[k] > room:
+        if not ({k, "prompt_tokens_mean"} & set(given_t)) and traffic[k] is not None and traffic[k] > room:
             traffic[k] = max(1, min(traffic[k], room, traffic["prompt_tokens_p95"] or room))
     for kind in ("prompt", "output"):
         if traffic[f"{kind}_tokens_p95"] < traffic[f"{kind}_tokens_mean"]:
@@ -347,7 +350,7 @@ def normalize(inputs: dict) -> dict:
                 f"traffic.{kind}_tokens_p95",
                 f"{traffic[f'{kind}_tokens_p95']} is below the mean {traffic[f'{kind}_tokens_mean']}; p95 must be >= mean",
             )
-    for k in ("prompt_tokens_p95", "prompt_tokens_mean"):
+    for k in ("prompt_tokens_mean", "prompt_tokens_p95"):
         if traffic[k] >= mml:
             raise PlanError(
                 f"traffic.{k}",
