@@ -1,0 +1,36 @@
+"""Benchmark of the local control plane: start-to-ready time and memory (printed, not asserted).
+
+Budget from issue 3: start to ready <= 10 s, <= 600 MB per instance. Run with
+``make bench`` (pytest -s) to see the figures.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controlplane.cluster import ControlPlane
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.parametrize("profile", ["h100-8x2-rdma", "sno-rtx-pro-6000"])
+def test_controlplane_start_to_ready_and_rss(profile):
+    t0 = time.monotonic()
+    cp = ControlPlane(profile).start()
+    try:
+        ready = time.monotonic() - t0
+        rss_ready = cp.rss_bytes()
+        # Some load: one object of each simulated kind would be more; a CRD list is the
+        # heaviest read the tests make.
+        cp.kubectl("get", "crd", "-o", "json")
+        time.sleep(2)
+        rss_settled = cp.rss_bytes()
+        print(
+            f"\n[bench] controlplane {profile}: start-to-ready {ready:.2f}s "
+            f"(kcp ready {cp.timings['kcp_ready']:.2f}s, seeded {cp.timings['seeded']:.2f}s; budget 10s); "
+            f"RSS at ready {rss_ready / 2**20:.0f} MiB, after a CRD list {rss_settled / 2**20:.0f} MiB (budget 600 MB)"
+        )
+    finally:
+        cp.stop()

@@ -1,0 +1,70 @@
+"""Session fixtures for tests that need the local control plane.
+
+Fixtures
+--------
+``cluster`` (session)
+    A running control plane of site profile ``h100-8x2-rdma`` with the status simulator.
+    It is a :class:`controlplane.cluster.ControlPlane`:
+
+    * ``cluster.kubeconfig``: path of the admin kubeconfig (``system:masters``);
+      ``cluster.server``: ``https://127.0.0.1:<port>``.
+    * ``cluster.api_client``: ``kubernetes.client.ApiClient``; ``cluster.dynamic``:
+      ``kubernetes.dynamic.DynamicClient``; ``cluster.new_api_client(kubeconfig)``.
+    * ``cluster.profile``: the site profile dict (``tests/controlplane/profiles/*.yaml``).
+    * ``cluster.kubectl(*args, kubeconfig=None, input=None)``: runs kubectl of the same
+      Kubernetes version, returns ``subprocess.CompletedProcess`` (never raises on exit code).
+    * ``cluster.mint_sa_kubeconfig(namespace, name)``: creates the ServiceAccount if needed
+      and returns the path of a kubeconfig using its token (no rights unless bound: RBAC).
+    * ``cluster.set_never_ready(kind, name, namespace=None)`` / ``cluster.clear_never_ready()``:
+      the simulator never makes that object ready (timeouts and their messages).
+      Stored in ConfigMap ``sim-system/sim-config``, so ansible runs see it too.
+    * ``cluster.set_sim_delay(seconds)``: simulator delay (default 0.2 s).
+    * ``cluster.set_openshift_version("4.21.9")``: what ClusterVersion reports.
+
+    The cluster is shared by the whole session: use your own namespaces, and call
+    ``clear_never_ready()`` when you set entries.
+
+``cluster_factory(profile="h100-8x2-rdma", name=None)`` (session)
+    Starts (once per ``name or profile``) and returns another instance, e.g.
+    ``cluster_factory("sno-rtx-pro-6000")`` or two of one profile for multi-cluster
+    blueprints: ``cluster_factory("h100-8x2-rdma", name="burst")``. All are stopped at the
+    end of the session. ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
+
+If the control plane binary is missing or does not start, these fixtures raise
+``ControlPlaneError``: the tests fail, they never skip. ``make pytest`` builds it first.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from controlplane.cluster import DEFAULT_PROFILE, ControlPlane  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def cluster_factory():
+    instances: dict[str, ControlPlane] = {}
+
+    def factory(profile: str = DEFAULT_PROFILE, name: str | None = None) -> ControlPlane:
+        key = name or profile
+        cp = instances.get(key)
+        if cp is None:
+            cp = ControlPlane(profile)
+            instances[key] = cp.start()
+        elif cp.profile_name != profile:
+            raise ValueError(f"instance {key!r} already runs profile {cp.profile_name!r}")
+        return cp
+
+    yield factory
+    for cp in instances.values():
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(cluster_factory) -> ControlPlane:
+    return cluster_factory(DEFAULT_PROFILE)

@@ -1,0 +1,818 @@
+#!/usr/bin/env python3
+"""Local control plane manager (test-side).
+
+Starts ``kcp run`` (kube-apiserver + kube-controller-manager + embedded etcd, built by
+``make controlplane`` into ``.cache/bin/kcp``), waits until every upstream CRD is
+Established and the PackageManifest API is available, seeds what an OpenShift cluster of
+the chosen site profile has (ClusterVersion, Infrastructure, ``openshift-*`` namespaces,
+catalog sources, MachineConfigPools, GPU/NIC nodes, storage classes) and runs the status
+simulator (``tests/simulator``).
+
+Python API (what the pytest fixtures in ``tests/conftest.py`` hand out)::
+
+    cp = ControlPlane("h100-8x2-rdma").start()
+    cp.kubeconfig            # admin kubeconfig path (system:masters)
+    cp.api_client            # kubernetes.client.ApiClient for it
+    cp.dynamic               # kubernetes.dynamic.DynamicClient
+    cp.profile               # the site profile (dict, profiles/<name>.yaml)
+    cp.mint_sa_kubeconfig("ns", "sa")   # kubeconfig of a ServiceAccount (token request)
+    cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
+    cp.clear_never_ready()
+    cp.kubectl("get", "crd")            # kubectl of the same Kubernetes version
+    cp.stop()
+
+Command line (what ``make cluster-up`` / ``make cluster-down`` run)::
+
+    cluster.py up --profile h100-8x2-rdma --dir .cluster   # background; prints usage
+    cluster.py down --dir .cluster                         # stops it; nothing left running
+    cluster.py serve ...                                   # foreground (used by up)
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+if str(HERE.parent) not in sys.path:  # make tests/simulator importable when run as a script
+    sys.path.insert(0, str(HERE.parent))
+
+CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
+BINARY = Path(os.environ.get("KCP_BIN", CACHE / "bin" / "kcp"))
+CRDS = Path(os.environ.get("KCP_CRDS", CACHE / "crds" / "crds.json"))
+CATALOG = HERE / "catalog" / "packages.yaml"
+PROFILES = HERE / "profiles"
+DEFAULT_PROFILE = "h100-8x2-rdma"
+
+# Namespaces an OpenShift 4.x cluster has before anything is installed (the subset that
+# preflight and the roles touch, plus the usual platform ones).
+OPENSHIFT_NAMESPACES = [
+    "openshift-apiserver",
+    "openshift-cluster-version",
+    "openshift-config",
+    "openshift-config-managed",
+    "openshift-console",
+    "openshift-dns",
+    "openshift-image-registry",
+    "openshift-infra",
+    "openshift-ingress",
+    "openshift-ingress-operator",
+    "openshift-kube-apiserver",
+    "openshift-machine-config-operator",
+    "openshift-marketplace",
+    "openshift-monitoring",
+    "openshift-network-operator",
+    "openshift-node",
+    "openshift-operators",
+    "openshift-user-workload-monitoring",
+]
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or seeded (tests must fail, not skip)."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_profile(name: str) -> dict:
+    path = PROFILES / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in PROFILES.glob("*.yaml"))
+        raise ControlPlaneError(f"unknown site profile {name!r}; known: {', '.join(known)}")
+    return yaml.safe_load(path.read_text())
+
+
+def process_tree_rss(pid: int) -> int:
+    """Resident memory (bytes) of pid and all its descendants."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+            for task in Path(f"/proc/{p}").glob("task/*/children"):
+                todo += [int(c) for c in task.read_text().split()]
+    return total
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+class ControlPlane:
+    """One local control plane instance on free loopback ports."""
+
+    def __init__(
+        self,
+        profile: str = DEFAULT_PROFILE,
+        workdir: str | Path | None = None,
+        simulate: bool = True,
+        sim_delay: float | None = None,
+        binary: Path = BINARY,
+        crds: Path = CRDS,
+    ):
+        self.profile_name = profile
+        self.profile = load_profile(profile)
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"kcp-{profile}-"))
+        self.simulate = simulate
+        self.sim_delay = sim_delay
+        self.binary = Path(binary)
+        self.crds = Path(crds)
+        self.proc: subprocess.Popen | None = None
+        self.simulator = None
+        self.kubeconfig = str(self.workdir / "kubeconfig")
+        self.server = ""
+        self.ready_seconds: float | None = None
+        self.timings: dict[str, float] = {}
+        self._api_client = None
+        self._dynamic = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 90) -> ControlPlane:
+        if not self.binary.exists():
+            raise ControlPlaneError(f"{self.binary} is missing: run `make controlplane` (builds it from the Kubernetes Go modules)")
+        if not self.crds.exists():
+            raise ControlPlaneError(f"{self.crds} is missing: run `make controlplane` (collects the upstream CRDs)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "ready.json").unlink(missing_ok=True)
+        t0 = time.monotonic()
+        self.port = free_port()
+        args = [
+            str(self.binary),
+            "run",
+            f"--dir={self.workdir}",
+            f"--port={self.port}",
+            f"--etcd-port={free_port()}",
+            f"--etcd-peer-port={free_port()}",
+            f"--packages-port={free_port()}",
+            f"--crds={self.crds}",
+            f"--catalog={CATALOG}",
+            f"--ready-timeout={int(timeout)}s",
+        ]
+        log = open(self.workdir / "kcp.log", "w")  # noqa: SIM115 - handed to the child
+        env = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG")}
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        ready = self.workdir / "ready.json"
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise ControlPlaneError(f"kcp exited with {self.proc.returncode}:\n{self._log_tail()}")
+            if time.monotonic() - t0 > timeout:
+                self.stop()
+                raise ControlPlaneError(f"control plane not ready after {timeout}s:\n{self._log_tail()}")
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        self.server = info["server"]
+        self.timings["kcp_ready"] = time.monotonic() - t0
+        try:
+            self.seed()
+            self.timings["seeded"] = time.monotonic() - t0
+            if self.simulate:
+                self.start_simulator()
+        except Exception:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - t0
+        return self
+
+    def _log_tail(self, n: int = 40) -> str:
+        lines = []
+        for name in ("kcp.log", "apiserver.log", "controller-manager.log"):
+            p = self.workdir / name
+            if p.exists():
+                lines += [f"--- {p}"] + p.read_text(errors="replace").splitlines()[-n:]
+        return "\n".join(lines)
+
+    def start_simulator(self) -> None:
+        from simulator import Simulator
+
+        self.simulator = Simulator(self.new_api_client(), delay=self.sim_delay).start()
+
+    def stop(self) -> None:
+        if self.simulator:
+            self.simulator.stop()
+            self.simulator = None
+        if self._api_client:
+            with contextlib.suppress(Exception):
+                self._api_client.close()
+            self._api_client = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def rss_bytes(self) -> int:
+        return process_tree_rss(self.pid) if self.pid else 0
+
+    # ------------------------------------------------------------------ clients
+    def new_api_client(self, kubeconfig: str | None = None):
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=kubeconfig or self.kubeconfig)
+
+    @property
+    def api_client(self):
+        if self._api_client is None:
+            self._api_client = self.new_api_client()
+        return self._api_client
+
+    @property
+    def dynamic(self):
+        if self._dynamic is None:
+            from kubernetes import dynamic
+
+            self._dynamic = dynamic.DynamicClient(self.api_client)
+        return self._dynamic
+
+    def kubectl(self, *args: str, kubeconfig: str | None = None, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run the kubectl built into kcp (same Kubernetes version as the server)."""
+        cmd = [str(self.binary), "kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, input=input, check=check, timeout=120)
+
+    # ------------------------------------------------------------------ helpers
+    def _call(self, method: str, path: str, body: Any = None, patch: bool = False) -> Any:
+        from kubernetes.client.rest import ApiException
+
+        headers = {"Accept": "application/json", "Content-Type": "application/merge-patch+json" if patch else "application/json"}
+        try:
+            resp = self.api_client.call_api(path, method, header_params=headers, body=body, auth_settings=["BearerToken"], _preload_content=False)[0]
+        except ApiException as e:
+            if method == "POST" and e.status == 409:
+                return None
+            raise ControlPlaneError(f"{method} {path}: {e.status} {e.body}") from e
+        return json.loads(resp.data) if resp.data else None
+
+    def apply(self, obj: dict, status: dict | None = None) -> None:
+        """Create obj (no-op when it exists); then set its status through the status subresource."""
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        plural = _PLURALS[kind]
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        ns = obj["metadata"].get("namespace")
+        coll = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+        self._call("POST", coll, obj)
+        if status is not None:
+            self._call("PATCH", f"{coll}/{obj['metadata']['name']}/status", {"status": status}, patch=True)
+
+    def _sim_config(self, data: dict) -> None:
+        from simulator import CONFIG_NAME, CONFIG_NAMESPACE
+
+        path = f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps/{CONFIG_NAME}"
+        self._call("PATCH", path, {"data": data}, patch=True)
+
+    def _read_sim_config(self) -> dict:
+        from simulator import CONFIG_NAME, CONFIG_NAMESPACE
+
+        return self._call("GET", f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps/{CONFIG_NAME}").get("data") or {}
+
+    def set_never_ready(self, kind: str, name: str, namespace: str | None = None) -> None:
+        """Tell the simulator never to make this object ready (for timeout tests).
+
+        Stored in ConfigMap sim-system/sim-config (key neverReady, one Kind/[ns/]name a line),
+        so simulators in other processes honour it too.
+        """
+        entry = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+        lines = [x for x in self._read_sim_config().get("neverReady", "").splitlines() if x.strip()]
+        if entry not in lines:
+            lines.append(entry)
+        self._sim_config({"neverReady": "\n".join(lines)})
+        self._wait_simulator(lambda s: entry in s.never_ready)
+
+    def clear_never_ready(self) -> None:
+        """Forget every never-ready entry; held objects become ready after the delay."""
+        self._sim_config({"neverReady": ""})
+        self._wait_simulator(lambda s: not s.never_ready)
+
+    def set_sim_delay(self, seconds: float) -> None:
+        """Seconds the simulator waits before writing a status (default 0.2)."""
+        self._sim_config({"delay": str(seconds)})
+        self._wait_simulator(lambda s: s.delay == float(seconds))
+
+    def _wait_simulator(self, pred, timeout: float = 10) -> None:
+        if not self.simulator:
+            return
+        end = time.monotonic() + timeout
+        while not pred(self.simulator):
+            if time.monotonic() > end:
+                raise ControlPlaneError("the simulator did not pick up sim-config")
+            time.sleep(0.02)
+
+    def set_openshift_version(self, version: str) -> None:
+        """Set ClusterVersion 'version' to report the given OpenShift version."""
+        cv = self._call("GET", "/apis/config.openshift.io/v1/clusterversions/version")
+        status = cv["status"]
+        status["desired"]["version"] = version
+        status["desired"]["image"] = _release_image(version)
+        status["history"][0]["version"] = version
+        status["history"][0]["image"] = _release_image(version)
+        self._call("PATCH", "/apis/config.openshift.io/v1/clusterversions/version/status", {"status": status}, patch=True)
+
+    def mint_sa_kubeconfig(self, namespace: str, name: str, path: str | Path | None = None, expiration: int = 3600) -> str:
+        """Create ServiceAccount namespace/name if needed and write a kubeconfig for it.
+
+        The token comes from the TokenRequest API. The ServiceAccount has no rights beyond
+        what RBAC bindings grant it: use it for least-privilege tests. Returns the path.
+        """
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        self.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+        tr = self._call(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": expiration}},
+        )
+        admin = yaml.safe_load(Path(self.kubeconfig).read_text())
+        cluster = admin["clusters"][0]["cluster"]
+        user = f"system:serviceaccount:{namespace}:{name}"
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kcp", "cluster": cluster}],
+            "users": [{"name": user, "user": {"token": tr["status"]["token"]}}],
+            "contexts": [{"name": "kcp", "context": {"cluster": "kcp", "user": user, "namespace": namespace}}],
+            "current-context": "kcp",
+        }
+        out = Path(path) if path else self.workdir / f"sa-{namespace}-{name}.kubeconfig"
+        out.write_text(yaml.safe_dump(cfg))
+        out.chmod(0o600)
+        return str(out)
+
+    # ------------------------------------------------------------------ seeding
+    def seed(self) -> None:
+        """Seed what an OpenShift cluster of this profile has before we install anything."""
+        p = self.profile
+        osh = p["openshift"]
+        from simulator import CONFIG_NAME, CONFIG_NAMESPACE
+
+        for ns in [*OPENSHIFT_NAMESPACES, CONFIG_NAMESPACE]:
+            self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": CONFIG_NAME, "namespace": CONFIG_NAMESPACE},
+                "data": {"delay": str(self.sim_delay if self.sim_delay is not None else 0.2), "neverReady": ""},
+            }
+        )
+        version = str(osh.get("version", "4.22.0"))
+        self.apply(
+            {
+                "apiVersion": "config.openshift.io/v1",
+                "kind": "ClusterVersion",
+                "metadata": {"name": "version"},
+                "spec": {"clusterID": str(uuid.uuid4()), "channel": "stable-" + ".".join(version.split(".")[:2])},
+            },
+            status=_clusterversion_status(version),
+        )
+        self.apply(
+            {
+                "apiVersion": "config.openshift.io/v1",
+                "kind": "Infrastructure",
+                "metadata": {"name": "cluster"},
+                "spec": {"platformSpec": {"type": osh.get("platform", "BareMetal")}},
+            },
+            status={
+                "infrastructureName": f"{p['name']}-x7k2q",
+                "platform": osh.get("platform", "BareMetal"),
+                "platformStatus": {"type": osh.get("platform", "BareMetal")},
+                "controlPlaneTopology": osh["controlPlaneTopology"],
+                "infrastructureTopology": osh.get("infrastructureTopology", osh["controlPlaneTopology"]),
+                "cpuPartitioning": "None",
+                "etcdDiscoveryDomain": "",
+                "apiServerURL": f"https://api.{osh['ingressDomain'].split('.', 1)[1]}:6443",
+                "apiServerInternalURI": f"https://api-int.{osh['ingressDomain'].split('.', 1)[1]}:6443",
+            },
+        )
+        self.apply({"apiVersion": "config.openshift.io/v1", "kind": "Ingress", "metadata": {"name": "cluster"}, "spec": {"domain": osh["ingressDomain"]}})
+        self.apply({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub", "metadata": {"name": "cluster"}, "spec": {}})
+        # OLM: the global OperatorGroup and the default catalog sources.
+        self.apply(
+            {
+                "apiVersion": "operators.coreos.com/v1",
+                "kind": "OperatorGroup",
+                "metadata": {"name": "global-operators", "namespace": "openshift-operators"},
+                "spec": {},
+            }
+        )
+        catalogs = yaml.safe_load(CATALOG.read_text())["catalogs"]
+        for name, cat in catalogs.items():
+            self.apply(
+                {
+                    "apiVersion": "operators.coreos.com/v1alpha1",
+                    "kind": "CatalogSource",
+                    "metadata": {"name": name, "namespace": "openshift-marketplace"},
+                    "spec": {
+                        "sourceType": "grpc",
+                        "image": f"registry.redhat.io/redhat/{name.replace('-operators', '-operator')}-index:v{'.'.join(version.split('.')[:2])}",
+                        "displayName": cat["displayName"],
+                        "publisher": cat["publisher"],
+                        "updateStrategy": {"registryPoll": {"interval": "10m"}},
+                    },
+                },
+                status={"connectionState": {"lastObservedState": "READY", "address": f"{name}.openshift-marketplace.svc:50051"}},
+            )
+        # Storage classes: ODF on multi-node bare metal, LVM Storage on single node.
+        single = osh["controlPlaneTopology"] == "SingleReplica"
+        for sc in p.get("storageClasses") or (
+            [{"name": "lvms-vg1", "provisioner": "topolvm.io", "default": True}]
+            if single
+            else [
+                {"name": "ocs-storagecluster-ceph-rbd", "provisioner": "openshift-storage.rbd.csi.ceph.com", "default": True},
+                {"name": "ocs-storagecluster-cephfs", "provisioner": "openshift-storage.cephfs.csi.ceph.com"},
+            ]
+        ):
+            ann = {"storageclass.kubernetes.io/is-default-class": "true"} if sc.get("default") else {}
+            self.apply(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {"name": sc["name"], "annotations": ann},
+                    "provisioner": sc["provisioner"],
+                    "reclaimPolicy": "Delete",
+                    "volumeBindingMode": "WaitForFirstConsumer" if single else "Immediate",
+                    "allowVolumeExpansion": True,
+                }
+            )
+        # Nodes, MachineConfigNodes and the master/worker pools.
+        pools: dict[str, list[str]] = {"master": [], "worker": []}
+        for pool in p["nodePools"]:
+            for i in range(pool["count"]):
+                node = f"{pool['name']}-{i}"
+                mcp = "master" if "master" in pool["roles"] else "worker"
+                pools[mcp].append(node)
+                self._seed_node(node, pool, len([n for v in pools.values() for n in v]))
+                self.apply(
+                    {
+                        "apiVersion": "machineconfiguration.openshift.io/v1",
+                        "kind": "MachineConfigNode",
+                        "metadata": {"name": node},
+                        "spec": {"node": {"name": node}, "pool": {"name": mcp}, "configVersion": {"desired": f"rendered-{mcp}-{_hash(mcp)}"}},
+                    }
+                )
+        for mcp, nodes in pools.items():
+            rendered = f"rendered-{mcp}-{_hash(mcp)}"
+            n = len(nodes)
+            self.apply(
+                {
+                    "apiVersion": "machineconfiguration.openshift.io/v1",
+                    "kind": "MachineConfigPool",
+                    "metadata": {"name": mcp, "labels": {f"pools.operator.machineconfiguration.openshift.io/{mcp}": ""}},
+                    "spec": {
+                        "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": mcp}},
+                        "nodeSelector": {"matchLabels": {f"node-role.kubernetes.io/{mcp}": ""}},
+                        "configuration": {"name": rendered},
+                        "paused": False,
+                    },
+                },
+                status={
+                    "observedGeneration": 1,
+                    "configuration": {"name": rendered},
+                    "machineCount": n,
+                    "readyMachineCount": n,
+                    "updatedMachineCount": n,
+                    "unavailableMachineCount": 0,
+                    "degradedMachineCount": 0,
+                    "conditions": [
+                        {"type": "Updated", "status": "True", "lastTransitionTime": _now(), "reason": "", "message": f"All nodes are updated with {rendered}"},
+                        {"type": "Updating", "status": "False", "lastTransitionTime": _now(), "reason": "", "message": ""},
+                        {"type": "Degraded", "status": "False", "lastTransitionTime": _now(), "reason": "", "message": ""},
+                    ],
+                },
+            )
+
+    def _seed_node(self, name: str, pool: dict, index: int) -> None:
+        version = str(self.profile["openshift"].get("version", "4.22.0"))
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+            "node.openshift.io/os_id": "rhel",
+            "feature.node.kubernetes.io/system-os_release.ID": "rhel",
+            "feature.node.kubernetes.io/kernel-version.full": "5.14.0-570.62.1.el9_6.x86_64",
+            "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel",
+        }
+        for role in pool["roles"]:
+            labels[f"node-role.kubernetes.io/{role}"] = ""
+        capacity = {
+            "cpu": str(pool["cpu"]),
+            "memory": pool["memory"],
+            "pods": "250",
+            "ephemeral-storage": "1873322764Ki",
+            "hugepages-1Gi": "0",
+            "hugepages-2Mi": "0",
+        }
+        gpu = pool.get("gpu")
+        if gpu:
+            labels |= {
+                "feature.node.kubernetes.io/pci-10de.present": "true",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": gpu["product"],
+                "nvidia.com/gpu.count": str(gpu["count"]),
+                "nvidia.com/gpu.memory": str(gpu["memoryMiB"]),
+                "nvidia.com/gpu.family": gpu["family"],
+                "nvidia.com/gpu.compute.major": str(gpu["computeMajor"]),
+                "nvidia.com/gpu.compute.minor": str(gpu["computeMinor"]),
+                "nvidia.com/gpu.machine": gpu.get("machine", "unknown"),
+                "nvidia.com/gpu.replicas": "1",
+                "nvidia.com/gpu.sharing-strategy": "none",
+                "nvidia.com/mig.capable": str(gpu.get("migCapable", gpu["family"] in ("hopper", "ampere", "blackwell-dc"))).lower(),
+                "nvidia.com/cuda.driver.major": "595",
+                "nvidia.com/cuda.driver.minor": "91",
+                "nvidia.com/cuda.driver.rev": "07",
+                "nvidia.com/cuda.runtime.major": "13",
+                "nvidia.com/cuda.runtime.minor": "2",
+                "nvidia.com/gfd.timestamp": str(int(time.time())),
+            }
+            for operand in ("driver", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter", "operator-validator", "node-status-exporter"):
+                labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
+            capacity["nvidia.com/gpu"] = str(gpu["count"])
+        nic = pool.get("nic")
+        if nic:
+            labels["feature.node.kubernetes.io/pci-15b3.present"] = "true"
+            labels["network.nvidia.com/operator.mofed.wait"] = "false"
+            if nic.get("rdmaResource"):
+                capacity[nic["rdmaResource"]] = str(nic.get("rdmaCapacity", 1000))
+        ip = f"10.0.{index // 250}.{10 + index % 250}"
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": {"machineconfiguration.openshift.io/state": "Done"}},
+            "spec": {"providerID": f"baremetalhost:///openshift-machine-api/{name}"},
+        }
+        if "master" in pool["roles"] and "worker" not in pool["roles"]:
+            node["spec"]["taints"] = [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]
+        status = {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "conditions": [
+                {"type": t, "status": "False", "reason": r, "message": "", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}
+                for t, r in (("MemoryPressure", "KubeletHasSufficientMemory"), ("DiskPressure", "KubeletHasNoDiskPressure"), ("PIDPressure", "KubeletHasSufficientPID"))
+            ]
+            + [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": str(uuid.uuid4()),
+                "containerRuntimeVersion": "cri-o://1.35.2-2.rhaos4.22.git0d7b3a1.el9",
+                "kernelVersion": "5.14.0-570.62.1.el9_6.x86_64",
+                "kubeProxyVersion": "",
+                "kubeletVersion": "v1.35.3",
+                "machineID": uuid.uuid4().hex,
+                "operatingSystem": "linux",
+                "osImage": f"Red Hat Enterprise Linux CoreOS {version.replace('.', '', 1)[:3]}.9.6.202606040000-0 (Plow)",
+                "systemUUID": str(uuid.uuid4()),
+            },
+        }
+        self.apply(node, status=status)
+
+
+_PLURALS = {
+    "Namespace": "namespaces",
+    "ConfigMap": "configmaps",
+    "ServiceAccount": "serviceaccounts",
+    "Node": "nodes",
+    "StorageClass": "storageclasses",
+    "ClusterVersion": "clusterversions",
+    "Infrastructure": "infrastructures",
+    "Ingress": "ingresses",
+    "OperatorHub": "operatorhubs",
+    "OperatorGroup": "operatorgroups",
+    "CatalogSource": "catalogsources",
+    "MachineConfigPool": "machineconfigpools",
+    "MachineConfigNode": "machineconfignodes",
+}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _hash(s: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(s.encode()).hexdigest()[:32]
+
+
+def _release_image(version: str) -> str:
+    # Illustrative digest (deterministic per version), in the form the real payload uses.
+    import hashlib
+
+    return f"quay.io/openshift-release-dev/ocp-release@sha256:{hashlib.sha256(version.encode()).hexdigest()}"
+
+
+def _clusterversion_status(version: str) -> dict:
+    caps = [
+        "Build", "CSISnapshot", "CloudControllerManager", "CloudCredential", "Console", "DeploymentConfig",
+        "ImageRegistry", "Ingress", "Insights", "MachineAPI", "NodeTuning", "OperatorLifecycleManager",
+        "OperatorLifecycleManagerV1", "Storage", "baremetal", "marketplace", "openshift-samples",
+    ]  # fmt: skip
+    return {
+        "desired": {"version": version, "image": _release_image(version), "channels": ["stable-" + ".".join(version.split(".")[:2])]},
+        "history": [
+            {
+                "state": "Completed",
+                "version": version,
+                "image": _release_image(version),
+                "startedTime": _now(),
+                "completionTime": _now(),
+                "verified": False,
+            }
+        ],
+        "observedGeneration": 1,
+        "versionHash": base64.urlsafe_b64encode(version.encode()).decode()[:11],
+        "availableUpdates": None,
+        "capabilities": {"enabledCapabilities": caps, "knownCapabilities": caps},
+        "conditions": [
+            {"type": "Available", "status": "True", "lastTransitionTime": _now(), "message": f"Done applying {version}"},
+            {"type": "Failing", "status": "False", "lastTransitionTime": _now()},
+            {"type": "Progressing", "status": "False", "lastTransitionTime": _now(), "message": f"Cluster version is {version}"},
+            {"type": "RetrievedUpdates", "status": "False", "lastTransitionTime": _now(), "reason": "NoChannel"},
+        ],
+    }
+
+
+# ---------------------------------------------------------------------- command line
+def _usage(state: dict) -> str:
+    kc = state["kubeconfig"]
+    return (
+        f"local control plane up: profile {state['profile']}, {state['server']} (ready in {state['ready_seconds']:.1f}s)\n"
+        f"  export KUBECONFIG={kc}        # or K8S_AUTH_KUBECONFIG for kubernetes.core\n"
+        f"  {BINARY} kubectl get nodes -L nvidia.com/gpu.product   # kubectl of the same version\n"
+        f"  kubectl --kubeconfig {kc} get crd\n"
+        f"  status simulator: ConfigMap sim-system/sim-config (delay, neverReady)\n"
+        f"  make cluster-down             # stop it\n"
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    wd = Path(args.dir).resolve()
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / "manager.pid").write_text(str(os.getpid()))
+    cp = ControlPlane(args.profile, workdir=wd, sim_delay=args.sim_delay)
+    stop = {"now": False}
+
+    def on_signal(*_):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cp.start()
+    except Exception as e:
+        (wd / "error.txt").write_text(str(e))
+        print(e, file=sys.stderr)
+        return 1
+    state = {
+        "profile": args.profile,
+        "kubeconfig": cp.kubeconfig,
+        "server": cp.server,
+        "manager_pid": os.getpid(),
+        "kcp_pid": cp.pid,
+        "ready_seconds": cp.ready_seconds,
+        "rss_bytes": cp.rss_bytes(),
+    }
+    (wd / "state.json").write_text(json.dumps(state, indent=2))
+    while not stop["now"] and cp.proc.poll() is None:
+        time.sleep(0.2)
+    cp.stop()
+    for f in ("state.json", "manager.pid"):
+        (wd / f).unlink(missing_ok=True)
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    wd = Path(args.dir).resolve()
+    pidf = wd / "manager.pid"
+    if pidf.exists() and _alive(int(pidf.read_text() or 0)):
+        state = wd / "state.json"
+        print(f"already running (pid {pidf.read_text()})")
+        if state.exists():
+            print(_usage(json.loads(state.read_text())))
+        return 0
+    wd.mkdir(parents=True, exist_ok=True)
+    for f in ("state.json", "error.txt", "manager.pid"):
+        (wd / f).unlink(missing_ok=True)
+    load_profile(args.profile)
+    log = open(wd / "manager.log", "w")  # noqa: SIM115
+    cmd = [sys.executable, str(Path(__file__).resolve()), "serve", "--profile", args.profile, "--dir", str(wd)]
+    if args.sim_delay is not None:
+        cmd += ["--sim-delay", str(args.sim_delay)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    t0 = time.monotonic()
+    while not (wd / "state.json").exists():
+        if proc.poll() is not None:
+            print(f"cluster-up failed:\n{(wd / 'manager.log').read_text()[-4000:]}", file=sys.stderr)
+            return 1
+        if time.monotonic() - t0 > args.timeout:
+            proc.terminate()
+            print(f"cluster-up: not ready after {args.timeout}s; see {wd}/manager.log", file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    print(_usage(json.loads((wd / "state.json").read_text())))
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    wd = Path(args.dir).resolve()
+    pids = []
+    for f, key in (("manager.pid", None), ("state.json", "kcp_pid"), ("ready.json", "pid")):
+        p = wd / f
+        if p.exists():
+            with contextlib.suppress(ValueError, KeyError, json.JSONDecodeError):
+                pids.append(int(p.read_text()) if key is None else int(json.loads(p.read_text())[key]))
+    pids = [p for p in dict.fromkeys(pids) if _alive(p) and _is_ours(p)]
+    if not pids:
+        print("cluster-down: nothing running")
+        return 0
+    for p in pids[:1]:  # the manager stops kcp, which stops its children
+        os.kill(p, signal.SIGTERM)
+    end = time.monotonic() + 30
+    while any(_alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    for p in pids:
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+    for f in ("state.json", "manager.pid", "ready.json"):
+        (wd / f).unlink(missing_ok=True)
+    print("cluster-down: stopped")
+    return 0
+
+
+def _is_ours(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return "cluster.py" in cmd or "kcp" in cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="local control plane (kube-apiserver + upstream CRDs + status simulator)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "serve"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--profile", default=DEFAULT_PROFILE)
+        sp.add_argument("--dir", default=str(REPO / ".cluster"))
+        sp.add_argument("--sim-delay", type=float, default=None)
+        sp.add_argument("--timeout", type=float, default=120)
+    sp = sub.add_parser("down")
+    sp.add_argument("--dir", default=str(REPO / ".cluster"))
+    args = ap.parse_args(argv)
+    return {"up": cmd_up, "serve": cmd_serve, "down": cmd_down}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+)
+
+type runOpts struct {
+	dir         string
+	port        int
+	etcdPort    int
+	etcdPeer    int
+	pkgPort     int
+	crds        string
+	catalog     string
+	kcm         bool
+	readyTimout time.Duration
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" kcp: "+format+"\n", a...)
+}
+
+func runMain(args []string) int {
+	var o runOpts
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	fs.StringVar(&o.dir, "dir", ".cluster", "state directory (pki, etcd data, logs, kubeconfig)")
+	fs.IntVar(&o.port, "port", 6443, "kube-apiserver secure port on 127.0.0.1")
+	fs.IntVar(&o.etcdPort, "etcd-port", 2379, "etcd client port on 127.0.0.1")
+	fs.IntVar(&o.etcdPeer, "etcd-peer-port", 2380, "etcd peer port on 127.0.0.1")
+	fs.IntVar(&o.pkgPort, "packages-port", 5443, "PackageManifest API port on 127.0.0.1 (0: do not serve)")
+	fs.StringVar(&o.crds, "crds", "", "JSON bundle of CRDs to install ({\"crds\": [...]}, see crdsources/collect.py)")
+	fs.StringVar(&o.catalog, "catalog", "", "operator package catalog (YAML) served as PackageManifests")
+	fs.BoolVar(&o.kcm, "controller-manager", true, "run kube-controller-manager")
+	fs.DurationVar(&o.readyTimout, "ready-timeout", 60*time.Second, "give up when not ready by then")
+	_ = fs.Parse(args)
+	if err := run(o); err != nil {
+		logf("error: %v", err)
+		return 1
+	}
+	return 0
+}
+
+type supervisor struct {
+	mu       sync.Mutex
+	children []*exec.Cmd
+	exited   chan string
+}
+
+func (s *supervisor) spawn(name, logPath string, args ...string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, append([]string{name}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The children die with the supervisor, whatever kills it: nothing is left running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(), "GODEBUG=")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.children = append(s.children, cmd)
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		s.exited <- fmt.Sprintf("%s exited: %v (log: %s)", name, err, logPath)
+	}()
+	return nil
+}
+
+func (s *supervisor) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.children) - 1; i >= 0; i-- {
+		c := s.children[i]
+		if c.ProcessState != nil {
+			continue
+		}
+		_ = c.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() {
+			for c.ProcessState == nil {
+				if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = c.Process.Kill()
+		}
+	}
+}
+
+func writeKubeconfig(path, server string, p pki, user string) error {
+	ca, err := os.ReadFile(p.path("ca.crt"))
+	if err != nil {
+		return err
+	}
+	crt, err := os.ReadFile(p.path(user + ".crt"))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(p.path(user + ".key"))
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kcp"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+	cfg.Contexts["kcp"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "kcp"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func run(o runOpts) error {
+	start := time.Now()
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := pki{dir: filepath.Join(dir, "pki")}
+	if err := p.generate(); err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+
+	// etcd, in process.
+	ecfg := embed.NewConfig()
+	ecfg.Name = "kcp"
+	ecfg.Dir = filepath.Join(dir, "etcd")
+	_ = os.RemoveAll(ecfg.Dir)
+	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(o.etcdPort))
+	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(o.etcdPeer))
+	ecfg.ListenClientUrls, ecfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ecfg.ListenPeerUrls, ecfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ecfg.InitialCluster = "kcp=" + pu.String()
+	ecfg.LogLevel = "error"
+	ecfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	ecfg.UnsafeNoFsync = true // test data: durability is not wanted, speed is
+	ecfg.QuotaBackendBytes = 2 << 30
+	etcd, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer etcd.Close()
+	select {
+	case <-etcd.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		return errors.New("etcd did not become ready in 30s")
+	}
+	logf("etcd ready on %s (%.1fs)", cu, time.Since(start).Seconds())
+
+	sup := &supervisor{exited: make(chan string, 4)}
+	defer sup.stop()
+	server := fmt.Sprintf("https://127.0.0.1:%d", o.port)
+	err = sup.spawn("apiserver", filepath.Join(dir, "apiserver.log"),
+		"--etcd-servers="+cu.String(),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(o.port),
+		"--cert-dir="+p.dir,
+		"--tls-cert-file="+p.path("apiserver.crt"),
+		"--tls-private-key-file="+p.path("apiserver.key"),
+		"--client-ca-file="+p.path("ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+p.path("sa.pub"),
+		"--service-account-signing-key-file="+p.path("sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		"--endpoint-reconciler-type=none",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+		"--requestheader-client-ca-file="+p.path("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+p.path("front-proxy-client.crt"),
+		"--proxy-client-key-file="+p.path("front-proxy-client.key"),
+	)
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, server, p, "admin"); err != nil {
+		return err
+	}
+	kcmKubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
+	if err := writeKubeconfig(kcmKubeconfig, server, p, "controller-manager"); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	ctx, cancel := context.WithTimeout(context.Background(), o.readyTimout)
+	defer cancel()
+	if err := waitReady(ctx, cfg, sup); err != nil {
+		return err
+	}
+	logf("kube-apiserver ready on %s (%.1fs)", server, time.Since(start).Seconds())
+
+	if o.kcm {
+		err = sup.spawn("controller-manager", filepath.Join(dir, "controller-manager.log"),
+			"--kubeconfig="+kcmKubeconfig,
+			"--authentication-kubeconfig="+kcmKubeconfig,
+			"--authorization-kubeconfig="+kcmKubeconfig,
+			"--secure-port=0",
+			"--leader-elect=false",
+			"--use-service-account-credentials=false",
+			"--service-account-private-key-file="+p.path("sa.key"),
+			"--root-ca-file="+p.path("ca.crt"),
+			"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,"+
+				"serviceaccount-token-controller,root-ca-certificate-publisher-controller,"+
+				"clusterrole-aggregation-controller",
+		)
+		if err != nil {
+			return err
+		}
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if o.crds != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := installCRDs(ctx, cfg, o.crds)
+			if err == nil {
+				logf("%d CRDs established (%.1fs)", n, time.Since(start).Seconds())
+			}
+			errs <- err
+		}()
+	}
+	if o.catalog != "" && o.pkgPort != 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- servePackages(ctx, cfg, o, p)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+
+	ready := map[string]any{
+		"ready": true, "kubeconfig": kubeconfig, "server": server, "pid": os.Getpid(),
+		"seconds": time.Since(start).Seconds(),
+	}
+	b, _ := json.Marshal(ready)
+	_ = os.WriteFile(filepath.Join(dir, "ready.json"), b, 0o644)
+	fmt.Printf("READY %s\n", b)
+	logf("ready in %.1fs; kubeconfig %s", time.Since(start).Seconds(), kubeconfig)
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case s := <-sig:
+		logf("%v: stopping", s)
+	case msg := <-sup.exited:
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func waitReady(ctx context.Context, cfg *rest.Config, sup *supervisor) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for {
+		res := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx)
+		var code int
+		res.StatusCode(&code)
+		if code == 200 {
+			return nil
+		}
+		select {
+		case msg := <-sup.exited:
+			return errors.New(msg)
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver not ready: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var bundle struct {
+		CRDs []apiextv1.CustomResourceDefinition `json:"crds"`
+	}
+	if err := json.Unmarshal(raw, &bundle); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	cs, err := apiextclient.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	work := make(chan *apiextv1.CustomResourceDefinition)
+	errs := make(chan error, len(bundle.CRDs))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for crd := range work {
+				_, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					errs <- fmt.Errorf("CRD %s: %w", crd.Name, err)
+				}
+			}
+		}()
+	}
+	for i := range bundle.CRDs {
+		work <- &bundle.CRDs[i]
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return 0, err
+	}
+	for {
+		list, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			pending := 0
+			for _, c := range list.Items {
+				est := false
+				for _, cond := range c.Status.Conditions {
+					if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
+						est = true
+					}
+				}
+				if !est {
+					pending++
+				}
+			}
+			if pending == 0 {
+				return len(bundle.CRDs), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("CRDs not established: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// servePackages starts the PackageManifest API and registers it with the aggregator the
+// way OLM does on OpenShift (APIService v1.packages.operators.coreos.com, Service
+// packageserver-service in openshift-operator-lifecycle-manager), except that the
+// Service is of type ExternalName "localhost".
+func servePackages(ctx context.Context, cfg *rest.Config, o runOpts, p pki) error {
+	ps, err := loadCatalog(o.catalog)
+	if err != nil {
+		return err
+	}
+	if _, err := ps.serve(fmt.Sprintf("127.0.0.1:%d", o.pkgPort), p.path("packageserver.crt"), p.path("packageserver.key")); err != nil {
+		return fmt.Errorf("packageserver: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	const ns = "openshift-operator-lifecycle-manager"
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "packageserver-service", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(o.pkgPort)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	caPEM, err := os.ReadFile(p.path("ca.crt"))
+	if err != nil {
+		return err
+	}
+	ag, err := aggregator.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	port := int32(o.pkgPort)
+	_, err = ag.ApiregistrationV1().APIServices().Create(ctx, &apiregv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: "v1." + pkgGroup},
+		Spec: apiregv1.APIServiceSpec{
+			Group: pkgGroup, Version: "v1",
+			Service:              &apiregv1.ServiceReference{Namespace: ns, Name: "packageserver-service", Port: &port},
+			CABundle:             caPEM,
+			GroupPriorityMinimum: 2000, VersionPriority: 15,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for {
+		svc, err := ag.ApiregistrationV1().APIServices().Get(ctx, "v1."+pkgGroup, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range svc.Status.Conditions {
+				if c.Type == apiregv1.Available && c.Status == apiregv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("APIService v1.%s not available: %w", pkgGroup, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,338 @@
+"""Acceptance checks of the local control plane (issue 3).
+
+They run against the session ``cluster`` fixture (profile h100-8x2-rdma) and a few extra
+instances; none of them skips: a control plane that cannot start fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane.cluster import BINARY, CRDS, ControlPlane, _alive, process_tree_rss
+
+pytestmark = pytest.mark.cluster
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+LLMISVC_TYPO = """
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceService
+metadata:
+  name: typo
+  namespace: default
+spec:
+  modle:
+    uri: hf://Qwen/Qwen3-0.6B
+"""
+
+
+def wait_for(pred, timeout=20.0, interval=0.05, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def get_json(cluster, *args, kubeconfig=None):
+    res = cluster.kubectl("get", *args, "-o", "json", kubeconfig=kubeconfig)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------------- CRDs
+def test_every_upstream_crd_is_served(cluster):
+    bundle = json.loads(CRDS.read_text())
+    served = {c["metadata"]["name"]: c for c in get_json(cluster, "crd")["items"]}
+    missing = [i["crd"] for i in bundle["index"] if i["crd"] not in served]
+    assert not missing, f"CRDs not installed: {missing}"
+    for name in (i["crd"] for i in bundle["index"]):
+        conds = {c["type"]: c["status"] for c in served[name]["status"].get("conditions", [])}
+        assert conds.get("Established") == "True", name
+    kinds = {c["spec"]["names"]["kind"] + "." + c["spec"]["group"] for c in served.values()}
+    for kind in (
+        "Subscription.operators.coreos.com",
+        "ClusterServiceVersion.operators.coreos.com",
+        "OperatorGroup.operators.coreos.com",
+        "ClusterVersion.config.openshift.io",
+        "Infrastructure.config.openshift.io",
+        "ImageDigestMirrorSet.config.openshift.io",
+        "Route.route.openshift.io",
+        "MachineConfigPool.machineconfiguration.openshift.io",
+        "PinnedImageSet.machineconfiguration.openshift.io",
+        "NodeFeatureDiscovery.nfd.openshift.io",
+        "ClusterPolicy.nvidia.com",
+        "NicClusterPolicy.mellanox.com",
+        "SriovNetworkNodePolicy.sriovnetwork.openshift.io",
+        "DataScienceCluster.datasciencecluster.opendatahub.io",
+        "DSCInitialization.dscinitialization.opendatahub.io",
+        "LLMInferenceService.serving.kserve.io",
+        "LLMInferenceServiceConfig.serving.kserve.io",
+        "InferenceService.serving.kserve.io",
+        "ServingRuntime.serving.kserve.io",
+        "Gateway.gateway.networking.k8s.io",
+        "HTTPRoute.gateway.networking.k8s.io",
+        "InferencePool.inference.networking.k8s.io",
+        "InferenceObjective.inference.networking.x-k8s.io",
+        "BackendTrafficPolicy.gateway.envoyproxy.io",
+        "AIGatewayRoute.aigateway.envoyproxy.io",
+        "LeaderWorkerSet.leaderworkerset.x-k8s.io",
+        "ScaledObject.keda.sh",
+        "KedaController.keda.sh",
+        "Application.argoproj.io",
+        "ServiceMonitor.monitoring.coreos.com",
+        "PodMonitor.monitoring.coreos.com",
+        "PrometheusRule.monitoring.coreos.com",
+    ):
+        assert kind in kinds, kind
+
+
+def _module_dir(module: str, version: str) -> Path:
+    env = {k: v for k, v in os.environ.items() if k != "GOEXPERIMENT"} | {"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GONOSUMDB": "*"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=tmp, env=env, capture_output=True, text=True, check=True)
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def test_llminferenceservice_crd_equals_kserve_module(cluster):
+    """The served LLMInferenceService schema is KServe's own, read from the pinned module."""
+    sources = yaml.safe_load((HERE / "crdsources" / "sources.yaml").read_text())["sources"]
+    kserve = next(s for s in sources if s["name"] == "kserve")
+    moddir = _module_dir(kserve["module"], kserve["version"])
+    upstream = yaml.safe_load((moddir / "config/crd/full/llmisvc/serving.kserve.io_llminferenceservices.yaml").read_text())
+    served = get_json(cluster, "crd", "llminferenceservices.serving.kserve.io")
+    assert served["spec"]["group"] == upstream["spec"]["group"]
+    assert served["spec"]["names"] == upstream["spec"]["names"] | {k: v for k, v in served["spec"]["names"].items() if k not in upstream["spec"]["names"]}
+    assert [v["name"] for v in served["spec"]["versions"]] == [v["name"] for v in upstream["spec"]["versions"]]
+    for sv, uv in zip(served["spec"]["versions"], upstream["spec"]["versions"], strict=True):
+        assert sv["schema"] == uv["schema"], f"schema of {uv['name']} differs from kserve {kserve['version']}"
+        assert sv.get("subresources") == uv.get("subresources")
+
+
+def test_misspelled_llminferenceservice_field_is_refused_by_the_api_server(cluster, tmp_path):
+    f = tmp_path / "typo.yaml"
+    f.write_text(LLMISVC_TYPO)
+    res = cluster.kubectl("apply", "--dry-run=server", "-f", str(f))
+    assert res.returncode != 0
+    assert "Error from server" in res.stderr, res.stderr
+    assert 'unknown field "spec.modle"' in res.stderr, res.stderr
+    ok = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=LLMISVC_TYPO.replace("modle", "model"))
+    assert ok.returncode == 0, ok.stderr
+
+
+# ---------------------------------------------------------------------- simulator
+def test_clusterpolicy_created_by_kubectl_becomes_ready(cluster):
+    cp = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "gpu-cluster-policy"}, "spec": {}}
+    res = cluster.kubectl("create", "-f", "-", input=json.dumps(cp))
+    assert res.returncode == 0, res.stderr
+    try:
+        res = cluster.kubectl("wait", "clusterpolicy/gpu-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s")
+        assert res.returncode == 0, res.stderr
+    finally:
+        cluster.kubectl("delete", "clusterpolicy/gpu-cluster-policy", "--wait=false")
+
+
+def test_never_ready_object_times_out_then_recovers(cluster):
+    cluster.set_never_ready("NicClusterPolicy", "nic-cluster-policy")
+    try:
+        obj = {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": {}}
+        assert cluster.kubectl("create", "-f", "-", input=json.dumps(obj)).returncode == 0
+        res = cluster.kubectl("wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=2s")
+        assert res.returncode != 0
+        assert "timed out" in res.stderr
+    finally:
+        cluster.clear_never_ready()
+    res = cluster.kubectl("wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s")
+    assert res.returncode == 0, res.stderr
+    cluster.kubectl("delete", "nicclusterpolicy/nic-cluster-policy", "--wait=false")
+
+
+def test_subscription_installs_the_catalog_csv(cluster):
+    ns = "sim-olm"
+    objs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": ns, "namespace": ns}, "spec": {"targetNamespaces": [ns]}},
+        {
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": {"name": "nfd", "namespace": ns},
+            "spec": {"name": "nfd", "channel": "stable", "source": "redhat-operators", "sourceNamespace": "openshift-marketplace"},
+        },
+    ]
+    res = cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objs))
+    assert res.returncode == 0, res.stderr
+    sub = wait_for(
+        lambda: (s := get_json(cluster, "subscription", "nfd", "-n", ns)).get("status", {}).get("state") == "AtLatestKnown" and s,
+        what="Subscription AtLatestKnown",
+    )
+    assert sub["status"]["installedCSV"] == "nfd.v4.22.0"
+    csv = get_json(cluster, "csv", "nfd.v4.22.0", "-n", ns)
+    assert csv["status"]["phase"] == "Succeeded"
+
+
+def test_manual_installplan_waits_for_approval(cluster):
+    ns = "sim-olm-manual"
+    cluster.kubectl("create", "namespace", ns)
+    sub = {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "Subscription",
+        "metadata": {"name": "gpu-operator-certified", "namespace": ns},
+        "spec": {"name": "gpu-operator-certified", "channel": "v26.7", "source": "certified-operators", "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual"},
+    }
+    assert cluster.kubectl("apply", "-f", "-", input=json.dumps(sub)).returncode == 0
+    ref = wait_for(lambda: get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns).get("status", {}).get("installPlanRef"), what="installPlanRef")
+    ip = wait_for(lambda: (p := get_json(cluster, "installplan", ref["name"], "-n", ns)).get("status", {}).get("phase") == "RequiresApproval" and p, what="RequiresApproval")
+    assert ip["spec"]["clusterServiceVersionNames"] == ["gpu-operator-certified.v26.7.0"]
+    assert cluster.kubectl("patch", "installplan", ref["name"], "-n", ns, "--type=merge", "-p", '{"spec":{"approved":true}}').returncode == 0
+    wait_for(lambda: get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns).get("status", {}).get("installedCSV") == "gpu-operator-certified.v26.7.0", what="installedCSV")
+
+
+def test_llminferenceservice_and_deployment_become_ready(cluster):
+    ns = "sim-serving"
+    cluster.kubectl("create", "namespace", ns)
+    llm = yaml.safe_load(LLMISVC_TYPO.replace("modle", "model").replace("default", ns))
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "epp", "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "epp"}},
+            "template": {"metadata": {"labels": {"app": "epp"}}, "spec": {"containers": [{"name": "epp", "image": "registry.example/epp@sha256:" + "0" * 64}]}},
+        },
+    }
+    assert cluster.kubectl("apply", "-f", "-", input=json.dumps(llm) + "\n---\n" + json.dumps(dep)).returncode == 0
+    res = cluster.kubectl("wait", "-n", ns, "llminferenceservice/typo", "--for=condition=Ready", "--timeout=20s")
+    assert res.returncode == 0, res.stderr
+    assert get_json(cluster, "llminferenceservice", "typo", "-n", ns)["status"]["url"].startswith("http://typo.")
+    res = cluster.kubectl("wait", "-n", ns, "deployment/epp", "--for=condition=Available", "--timeout=20s")
+    assert res.returncode == 0, res.stderr
+    assert get_json(cluster, "deployment", "epp", "-n", ns)["status"]["availableReplicas"] == 2
+
+
+# ---------------------------------------------------------------------- RBAC, kcm
+def test_serviceaccount_without_rights_is_refused(cluster):
+    kc = cluster.mint_sa_kubeconfig("rbac-test", "nobody")
+    res = cluster.kubectl("get", "pods", "-n", "rbac-test", kubeconfig=kc)
+    assert res.returncode != 0
+    assert "Forbidden" in res.stderr and "system:serviceaccount:rbac-test:nobody" in res.stderr, res.stderr
+    # Granting a Role makes the same request pass: RBAC, not a broken token.
+    cluster.kubectl("create", "role", "pod-reader", "-n", "rbac-test", "--verb=get,list", "--resource=pods")
+    cluster.kubectl("create", "rolebinding", "nobody-reads", "-n", "rbac-test", "--role=pod-reader", "--serviceaccount=rbac-test:nobody")
+    wait_for(lambda: cluster.kubectl("get", "pods", "-n", "rbac-test", kubeconfig=kc).returncode == 0, what="RBAC grant")
+
+
+def test_namespace_deletion_is_real(cluster):
+    ns = "kcm-delete"
+    assert cluster.kubectl("create", "namespace", ns).returncode == 0
+    assert cluster.kubectl("create", "configmap", "x", "-n", ns, "--from-literal=a=b").returncode == 0
+    # The serviceaccount and root-CA controllers run: every namespace gets them.
+    wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", ns).returncode == 0, what="default ServiceAccount")
+    wait_for(lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", ns).returncode == 0, what="kube-root-ca.crt")
+    assert cluster.kubectl("delete", "namespace", ns, "--timeout=30s").returncode == 0
+    wait_for(lambda: cluster.kubectl("get", "namespace", ns).returncode != 0, what="namespace gone")
+
+
+# ---------------------------------------------------------------------- OpenShift flavour
+def test_openshift_facts_are_seeded(cluster):
+    cv = get_json(cluster, "clusterversion", "version")
+    assert cv["status"]["desired"]["version"] == cluster.profile["openshift"]["version"]
+    infra = get_json(cluster, "infrastructure", "cluster")
+    assert infra["status"]["controlPlaneTopology"] == "HighlyAvailable"
+    nodes = get_json(cluster, "nodes", "-l", "nvidia.com/gpu.present=true")["items"]
+    assert len(nodes) == 2
+    for n in nodes:
+        assert n["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        assert n["metadata"]["labels"]["feature.node.kubernetes.io/pci-15b3.present"] == "true"
+        assert n["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+        assert n["status"]["allocatable"]["rdma/rdma_shared_device_a"] == "1000"
+    pools = {p["metadata"]["name"] for p in get_json(cluster, "machineconfigpools")["items"]}
+    assert pools == {"master", "worker"}
+    names = {n["metadata"]["name"] for n in get_json(cluster, "namespaces")["items"]}
+    assert {"openshift-marketplace", "openshift-operators", "openshift-config"} <= names
+    cluster.set_openshift_version("4.21.9")
+    try:
+        assert get_json(cluster, "clusterversion", "version")["status"]["desired"]["version"] == "4.21.9"
+    finally:
+        cluster.set_openshift_version(cluster.profile["openshift"]["version"])
+
+
+def test_packagemanifests_are_served_by_the_aggregated_api(cluster):
+    pm = get_json(cluster, "packagemanifests.packages.operators.coreos.com", "gpu-operator-certified", "-n", "openshift-marketplace")
+    assert pm["status"]["defaultChannel"] == "v26.7"
+    assert {"name": "v26.7", "currentCSV": "gpu-operator-certified.v26.7.0"}.items() <= next(c for c in pm["status"]["channels"] if c["name"] == "v26.7").items()
+    listed = get_json(cluster, "packagemanifests", "-n", "openshift-marketplace", "-l", "catalog=redhat-operators")["items"]
+    assert "rhods-operator" in {p["metadata"]["name"] for p in listed}
+    # RBAC applies to the aggregated API as to any other.
+    kc = cluster.mint_sa_kubeconfig("rbac-test", "nobody-pm")
+    res = cluster.kubectl("get", "packagemanifests", "-n", "openshift-marketplace", kubeconfig=kc)
+    assert res.returncode != 0 and "Forbidden" in res.stderr
+
+
+def test_sno_profile_and_two_instances_at_once(cluster, cluster_factory):
+    sno = cluster_factory("sno-rtx-pro-6000")
+    assert sno.server != cluster.server
+    infra = get_json(sno, "infrastructure", "cluster")
+    assert infra["status"]["controlPlaneTopology"] == "SingleReplica"
+    nodes = get_json(sno, "nodes")["items"]
+    assert len(nodes) == 1
+    labels = nodes[0]["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
+    assert labels["nvidia.com/gpu.memory"] == "97887"
+    assert "node-role.kubernetes.io/master" in labels and "node-role.kubernetes.io/worker" in labels
+    # The instances are independent.
+    assert sno.kubectl("create", "namespace", "only-on-sno").returncode == 0
+    assert cluster.kubectl("get", "namespace", "only-on-sno").returncode != 0
+
+
+def test_missing_binary_fails_loudly(tmp_path):
+    from controlplane.cluster import ControlPlaneError
+
+    with pytest.raises(ControlPlaneError, match="make controlplane"):
+        ControlPlane(binary=tmp_path / "nope").start()
+
+
+def test_cluster_up_and_down_leave_no_process(tmp_path):
+    """What `make cluster-up` / `make cluster-down` run, on a scratch directory."""
+    script = str(HERE / "cluster.py")
+    wd = tmp_path / "cluster"
+    up = subprocess.run([sys.executable, script, "up", "--profile", "l40s-decode-mix", "--dir", str(wd)], capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stderr + up.stdout
+    assert "export KUBECONFIG=" in up.stdout
+    state = json.loads((wd / "state.json").read_text())
+    pids = [state["manager_pid"], state["kcp_pid"]]
+    tree = [p for p in _descendants(state["kcp_pid"])]
+    assert len(tree) >= 2, "kube-apiserver and kube-controller-manager run as children of kcp"
+    res = subprocess.run([str(BINARY), "kubectl", f"--kubeconfig={wd / 'kubeconfig'}", "get", "nodes", "-l", "nvidia.com/gpu.product=NVIDIA-L40S", "-o", "name"], capture_output=True, text=True)
+    assert res.returncode == 0 and len(res.stdout.split()) == 2, res.stderr
+    down = subprocess.run([sys.executable, script, "down", "--dir", str(wd)], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stderr
+    for p in pids + tree:
+        assert not _alive(p), f"pid {p} still running after cluster-down"
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}").glob("task/*/children"):
+            kids = [int(c) for c in task.read_text().split()]
+            out += kids
+            todo += kids
+    return out
+
+
+def test_rss_is_measurable(cluster):
+    assert process_tree_rss(cluster.pid) > 0

@@ -1,0 +1,5 @@
+import sys
+
+from .simulator import main
+
+sys.exit(main())

@@ -1,0 +1,800 @@
+"""Status simulator: plays the operators and controllers of a real cluster (TEST-SIDE ONLY).
+
+No pod ever runs on the local control plane, so nothing would ever report ready. This
+simulator watches the objects the collection creates and writes the status their real
+controllers would write, following each CRD's status schema:
+
+====================================  =================================================
+object                                what the simulator does
+====================================  =================================================
+Subscription (operators.coreos.com)   InstallPlan (Automatic: Complete at once; Manual:
+                                      RequiresApproval until ``spec.approved``), then the
+                                      CSV named by the catalog's currentCSV for the
+                                      channel, phase Succeeded; Subscription status
+                                      installedCSV/currentCSV/state AtLatestKnown
+ClusterPolicy (nvidia.com)            ``status.state: ready`` + Ready condition
+NicClusterPolicy (mellanox.com)       ``status.state: ready``
+NodeFeatureDiscovery                  conditions Available/Upgradeable True
+DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
+LLMInferenceService                   Ready conditions, ``status.url`` and ``addresses``
+Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
+LeaderWorkerSet                       Available condition, ready replicas
+InferencePool                         ``parents[]`` Accepted/ResolvedRefs for the
+                                      Gateways of the HTTPRoutes that reference it
+ScaledObject                          Ready/Active conditions
+Argo CD Application                   sync Synced, health Healthy
+MachineConfigPool/PinnedImageSet      pool synchronizer PinnedImageSets up to date and
+                                      MachineConfigNode pinnedImageSets generations
+====================================  =================================================
+
+Configuration lives in the ConfigMap ``sim-config`` of namespace ``sim-system`` so that
+other processes (ansible runs) can change it while the simulator runs:
+
+* ``delay``: seconds between an object appearing/changing and its status being written
+  (default 0.2).
+* ``neverReady``: one entry per line, ``Kind/name`` or ``Kind/namespace/name``; such
+  objects are never made ready, so timeouts and their messages can be tested.
+
+Run it in a thread (:class:`Simulator`) or as a process: ``python -m simulator
+--kubeconfig K``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+log = logging.getLogger("simulator")
+
+CONFIG_NAMESPACE = "sim-system"
+CONFIG_NAME = "sim-config"
+DEFAULT_DELAY = 0.2
+CATALOG = Path(__file__).resolve().parents[1] / "controlplane" / "catalog" / "packages.yaml"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Res:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+SUBSCRIPTION = Res("operators.coreos.com", "v1alpha1", "subscriptions", "Subscription")
+INSTALLPLAN = Res("operators.coreos.com", "v1alpha1", "installplans", "InstallPlan")
+CSV = Res("operators.coreos.com", "v1alpha1", "clusterserviceversions", "ClusterServiceVersion")
+CLUSTERPOLICY = Res("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False)
+NICCLUSTERPOLICY = Res("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClusterPolicy", False)
+NFD = Res("nfd.openshift.io", "v1", "nodefeaturediscoveries", "NodeFeatureDiscovery")
+DSCI = Res("dscinitialization.opendatahub.io", "v1", "dscinitializations", "DSCInitialization", False)
+DSC = Res("datasciencecluster.opendatahub.io", "v1", "datascienceclusters", "DataScienceCluster", False)
+LLMISVC = Res("serving.kserve.io", "v1alpha2", "llminferenceservices", "LLMInferenceService")
+DEPLOYMENT = Res("apps", "v1", "deployments", "Deployment")
+STATEFULSET = Res("apps", "v1", "statefulsets", "StatefulSet")
+DAEMONSET = Res("apps", "v1", "daemonsets", "DaemonSet")
+LWS = Res("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
+HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
+SCALEDOBJECT = Res("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+APPLICATION = Res("argoproj.io", "v1alpha1", "applications", "Application")
+MCP = Res("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False)
+MCN = Res("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False)
+PINNEDIMAGESET = Res("machineconfiguration.openshift.io", "v1", "pinnedimagesets", "PinnedImageSet", False)
+NODE = Res("", "v1", "nodes", "Node", False)
+CONFIGMAP = Res("", "v1", "configmaps", "ConfigMap")
+
+
+def cond(ctype: str, status: str = "True", reason: str = "", message: str = "", **extra: Any) -> dict:
+    c = {"type": ctype, "status": status, "lastTransitionTime": now()}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    c.update(extra)
+    return c
+
+
+def same_conditions(have: list | None, want: list) -> bool:
+    """Compare conditions ignoring timestamps (so that re-reconciling writes nothing)."""
+
+    def strip(cs):
+        return sorted(
+            (json.dumps({k: v for k, v in c.items() if k not in ("lastTransitionTime", "lastUpdateTime", "lastProbeTime")}, sort_keys=True) for c in cs or [])
+        )
+
+    return strip(have) == strip(want)
+
+
+def load_catalog(path: Path = CATALOG) -> dict[str, dict]:
+    data = yaml.safe_load(path.read_text())
+    return {p["name"]: p for p in data["packages"]}
+
+
+class Simulator:
+    """Watches the cluster and writes status like the real controllers would.
+
+    ``Simulator(api_client).start()`` runs it in daemon threads; ``stop()`` ends them.
+    """
+
+    def __init__(self, api_client: client.ApiClient, delay: float | None = None, catalog: Path = CATALOG):
+        self.api = api_client
+        self.catalog = load_catalog(catalog)
+        self.default_delay = DEFAULT_DELAY if delay is None else delay
+        self.delay = self.default_delay
+        self.never_ready: set[str] = set()
+        self._stop = threading.Event()
+        self._queue: list[tuple[float, int, Res, str | None, str]] = []
+        self._pending: set[tuple[Res, str | None, str]] = set()
+        self._qlock = threading.Condition()
+        self._seq = 0
+        self._threads: list[threading.Thread] = []
+        self._handlers = {
+            SUBSCRIPTION: self.on_subscription,
+            INSTALLPLAN: self.on_installplan,
+            CLUSTERPOLICY: self.on_clusterpolicy,
+            NICCLUSTERPOLICY: self.on_nicclusterpolicy,
+            NFD: self.on_nfd,
+            DSCI: self.on_dsci,
+            DSC: self.on_dsc,
+            LLMISVC: self.on_llmisvc,
+            DEPLOYMENT: self.on_deployment,
+            STATEFULSET: self.on_statefulset,
+            DAEMONSET: self.on_daemonset,
+            LWS: self.on_lws,
+            INFERENCEPOOL: self.on_inferencepool,
+            SCALEDOBJECT: self.on_scaledobject,
+            APPLICATION: self.on_application,
+            MCP: self.on_mcp,
+        }
+        # Changes to these re-trigger objects of another kind.
+        self._triggers = {HTTPROUTE: INFERENCEPOOL, PINNEDIMAGESET: MCP}
+
+    # ------------------------------------------------------------------ plumbing
+    def call(self, method: str, path: str, body: Any = None, query: list | None = None, patch: str | None = None):
+        headers = {"Accept": "application/json"}
+        if patch:
+            headers["Content-Type"] = patch
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        resp = self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=30,
+        )
+        data = resp.data
+        return json.loads(data) if data else None
+
+    def get(self, res: Res, ns: str | None, name: str) -> dict | None:
+        try:
+            return self.call("GET", res.path(ns, name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(self, res: Res, ns: str | None = None, selector: str | None = None) -> list[dict]:
+        try:
+            q = [("labelSelector", selector)] if selector else []
+            return self.call("GET", res.path(ns), query=q).get("items", [])
+        except ApiException as e:
+            if e.status == 404:
+                return []
+            raise
+
+    def patch_status(self, res: Res, obj: dict, status: dict) -> None:
+        md = obj["metadata"]
+        try:
+            self.call(
+                "PATCH",
+                res.path(md.get("namespace"), md["name"], "status"),
+                body={"status": status},
+                patch="application/merge-patch+json",
+            )
+            log.info("%s %s/%s: status %s", res.kind, md.get("namespace", ""), md["name"], sorted(status))
+        except ApiException as e:
+            if e.status == 404:
+                return
+            # Resources without a status subresource (Argo CD Application) take it on the object.
+            if e.status == 405 or (e.status == 404 and "status" in str(e.body)):
+                self.call("PATCH", res.path(md.get("namespace"), md["name"]), body={"status": status}, patch="application/merge-patch+json")
+                return
+            raise
+
+    def create(self, res: Res, ns: str | None, body: dict) -> dict | None:
+        try:
+            return self.call("POST", res.path(ns), body=body)
+        except ApiException as e:
+            if e.status == 409:
+                return self.get(res, ns, body["metadata"]["name"])
+            raise
+
+    def blocked(self, kind: str, ns: str | None, name: str) -> bool:
+        return f"{kind}/{name}" in self.never_ready or (ns is not None and f"{kind}/{ns}/{name}" in self.never_ready)
+
+    def schedule(self, res: Res, ns: str | None, name: str, delay: float | None = None) -> None:
+        key = (res, ns, name)
+        with self._qlock:
+            if key in self._pending:
+                return
+            self._pending.add(key)
+            self._seq += 1
+            heapq.heappush(self._queue, (time.monotonic() + (self.delay if delay is None else delay), self._seq, res, ns, name))
+            self._qlock.notify()
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            with self._qlock:
+                while not self._queue and not self._stop.is_set():
+                    self._qlock.wait(0.5)
+                if self._stop.is_set():
+                    return
+                due, _, res, ns, name = self._queue[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._qlock.wait(wait)
+                    continue
+                heapq.heappop(self._queue)
+                self._pending.discard((res, ns, name))
+            try:
+                obj = self.get(res, ns, name)
+                if obj is None or obj["metadata"].get("deletionTimestamp"):
+                    continue
+                if self.blocked(res.kind, ns, name):
+                    log.info("%s %s/%s: never ready (sim-config)", res.kind, ns or "", name)
+                    continue
+                self._handlers[res](obj)
+            except Exception as e:  # keep playing; a later event retries
+                log.warning("%s %s/%s: %s", res.kind, ns or "", name, e)
+                if not isinstance(e, ApiException) or e.status in (409, 429, 500, 503):
+                    self.schedule(res, ns, name, delay=0.5)
+
+    def _watch(self, res: Res) -> None:
+        """List then watch one resource type; schedule a reconcile on every change."""
+        rv = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    data = self.call("GET", res.path())
+                    rv = data["metadata"].get("resourceVersion")
+                    for it in data.get("items", []):
+                        self._on_event(res, it)
+                resp = self.api.call_api(
+                    res.path(),
+                    "GET",
+                    query_params=[("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "60")],
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=(5, 75),
+                )[0]
+                try:
+                    for line in iter_resp_lines(resp):
+                        if self._stop.is_set():
+                            return
+                        ev = json.loads(line)
+                        obj = ev.get("object", {})
+                        if ev.get("type") == "ERROR":
+                            rv = None  # 410 Gone: relist
+                            break
+                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                        if ev.get("type") in ("ADDED", "MODIFIED"):
+                            self._on_event(res, obj)
+                finally:
+                    resp.release_conn()
+            except ApiException as e:
+                if e.status == 404:  # CRD not installed (yet): look again later
+                    self._stop.wait(2)
+                else:
+                    rv = None
+                    self._stop.wait(0.5)
+            except Exception as e:
+                if self._stop.is_set():
+                    return
+                log.debug("watch %s: %s", res.plural, e)
+                rv = None
+                self._stop.wait(0.5)
+
+    def _on_event(self, res: Res, obj: dict) -> None:
+        md = obj.get("metadata", {})
+        if res == CONFIGMAP:
+            if md.get("name") == CONFIG_NAME:
+                self._load_config(obj)
+            return
+        if res in self._triggers:
+            target = self._triggers[res]
+            for it in self.list(target, md.get("namespace") if target.namespaced else None):
+                self.schedule(target, it["metadata"].get("namespace"), it["metadata"]["name"])
+            return
+        self.schedule(res, md.get("namespace"), md["name"])
+
+    def _load_config(self, cm: dict) -> None:
+        data = cm.get("data") or {}
+        try:
+            self.delay = float(data.get("delay", self.default_delay))
+        except ValueError:
+            self.delay = self.default_delay
+        old = self.never_ready
+        self.never_ready = {line.strip() for line in data.get("neverReady", "").splitlines() if line.strip()}
+        log.info("sim-config: delay=%s neverReady=%s", self.delay, sorted(self.never_ready))
+        if old - self.never_ready:  # released objects: reconcile everything again
+            for res in self._handlers:
+                for it in self.list(res):
+                    self.schedule(res, it["metadata"].get("namespace"), it["metadata"]["name"])
+
+    def start(self) -> Simulator:
+        cm = self.get(CONFIGMAP, CONFIG_NAMESPACE, CONFIG_NAME)
+        if cm:
+            self._load_config(cm)
+        cm_res = Res("", "v1", "configmaps", "ConfigMap")
+        watched = [*self._handlers, *self._triggers]
+        targets = [self._worker] + [lambda r=r: self._watch(r) for r in watched]
+        targets.append(lambda: self._watch_config(cm_res))
+        for t in targets:
+            th = threading.Thread(target=t, daemon=True, name="simulator")
+            th.start()
+            self._threads.append(th)
+        return self
+
+    def _watch_config(self, res: Res) -> None:
+        # Watch only the one ConfigMap (field selector), not every ConfigMap of the cluster.
+        rv = None
+        path = f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps"
+        while not self._stop.is_set():
+            try:
+                q = [("fieldSelector", f"metadata.name={CONFIG_NAME}")]
+                if rv is None:
+                    data = self.call("GET", path, query=q)
+                    rv = data["metadata"].get("resourceVersion")
+                    for it in data.get("items", []):
+                        self._load_config(it)
+                resp = self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=[*q, ("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "60")],
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=(5, 75),
+                )[0]
+                try:
+                    for line in iter_resp_lines(resp):
+                        ev = json.loads(line)
+                        if ev.get("type") == "ERROR":
+                            rv = None
+                            break
+                        obj = ev.get("object", {})
+                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                        if ev.get("type") in ("ADDED", "MODIFIED"):
+                            self._load_config(obj)
+                        elif ev.get("type") == "DELETED":
+                            self._load_config({"data": {}})
+                finally:
+                    resp.release_conn()
+            except Exception as e:
+                if self._stop.is_set():
+                    return
+                log.debug("watch sim-config: %s", e)
+                rv = None
+                self._stop.wait(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._qlock:
+            self._qlock.notify_all()
+
+    # ------------------------------------------------------------------ OLM
+    def _channel(self, sub: dict) -> tuple[str, str]:
+        spec = sub.get("spec", {})
+        pkg = self.catalog.get(spec.get("name", ""))
+        if pkg is None:
+            return "", f"no package {spec.get('name')!r} in the catalog"
+        channel = spec.get("channel") or pkg["defaultChannel"]
+        for ch in pkg["channels"]:
+            if ch["name"] == channel:
+                return spec.get("startingCSV") or ch["currentCSV"], ""
+        return "", f"no channel {channel!r} in package {pkg['name']!r}"
+
+    def on_subscription(self, sub: dict) -> None:
+        md, spec, st = sub["metadata"], sub.get("spec", {}), sub.get("status") or {}
+        ns = md["namespace"]
+        csv_name, err = self._channel(sub)
+        if err:
+            want = [cond("ResolutionFailed", "True", "ConstraintsNotSatisfiable", err)]
+            if not same_conditions(st.get("conditions"), want):
+                self.patch_status(SUBSCRIPTION, sub, {"conditions": want, "lastUpdated": now()})
+            return
+        manual = spec.get("installPlanApproval") == "Manual"
+        ip_ref = st.get("installPlanRef")
+        if not ip_ref:
+            ip_name = f"install-{md['uid'][:5]}"
+            self.create(
+                INSTALLPLAN,
+                ns,
+                {
+                    "apiVersion": INSTALLPLAN.api_version,
+                    "kind": "InstallPlan",
+                    "metadata": {
+                        "name": ip_name,
+                        "namespace": ns,
+                        "ownerReferences": [
+                            {"apiVersion": SUBSCRIPTION.api_version, "kind": "Subscription", "name": md["name"], "uid": md["uid"]}
+                        ],
+                    },
+                    "spec": {
+                        "approval": "Manual" if manual else "Automatic",
+                        "approved": not manual,
+                        "clusterServiceVersionNames": [csv_name],
+                        "generation": 1,
+                    },
+                },
+            )
+            ref = {"apiVersion": INSTALLPLAN.api_version, "kind": "InstallPlan", "name": ip_name, "namespace": ns}
+            self.patch_status(
+                SUBSCRIPTION,
+                sub,
+                {
+                    "currentCSV": csv_name,
+                    "installPlanRef": ref,
+                    "installplan": {"apiVersion": INSTALLPLAN.api_version, "kind": "InstallPlan", "name": ip_name, "uuid": md["uid"]},
+                    "installPlanGeneration": 1,
+                    "state": "UpgradePending",
+                    "lastUpdated": now(),
+                    "conditions": [cond("InstallPlanPending", "True", "RequiresApproval" if manual else "Installing")],
+                    "catalogHealth": [],
+                },
+            )
+            self.schedule(INSTALLPLAN, ns, ip_name)
+            return
+        ip = self.get(INSTALLPLAN, ns, ip_ref["name"])
+        if ip and (ip.get("status") or {}).get("phase") == "Complete":
+            if st.get("state") != "AtLatestKnown" or st.get("installedCSV") != csv_name:
+                self.patch_status(
+                    SUBSCRIPTION,
+                    sub,
+                    {"installedCSV": csv_name, "currentCSV": csv_name, "state": "AtLatestKnown", "lastUpdated": now(), "conditions": []},
+                )
+
+    def on_installplan(self, ip: dict) -> None:
+        md, spec, st = ip["metadata"], ip.get("spec", {}), ip.get("status") or {}
+        ns = md["namespace"]
+        if st.get("phase") == "Complete":
+            return
+        if not spec.get("approved"):
+            if st.get("phase") != "RequiresApproval":
+                self.patch_status(INSTALLPLAN, ip, {"phase": "RequiresApproval", "catalogSources": [], "startTime": now()})
+            return
+        for csv_name in spec.get("clusterServiceVersionNames", []):
+            self._install_csv(ns, csv_name)
+        self.patch_status(
+            INSTALLPLAN,
+            ip,
+            {"phase": "Complete", "catalogSources": [], "conditions": [cond("Installed", "True")], "startTime": st.get("startTime", now())},
+        )
+        for owner in md.get("ownerReferences", []):
+            if owner.get("kind") == "Subscription":
+                self.schedule(SUBSCRIPTION, ns, owner["name"], delay=0)
+
+    def _install_csv(self, ns: str, name: str) -> None:
+        if self.blocked("ClusterServiceVersion", ns, name):
+            return
+        pkg_name = name.split(".v")[0].split(".")[0] if ".v" in name else name.split(".")[0]
+        version = name.split(".v", 1)[1] if ".v" in name else name.split(".", 1)[-1]
+        obj = self.create(
+            CSV,
+            ns,
+            {
+                "apiVersion": CSV.api_version,
+                "kind": "ClusterServiceVersion",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {
+                    "displayName": pkg_name,
+                    "version": version,
+                    "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                },
+            },
+        )
+        if obj and (obj.get("status") or {}).get("phase") != "Succeeded":
+            self.patch_status(
+                CSV,
+                obj,
+                {
+                    "phase": "Succeeded",
+                    "reason": "InstallSucceeded",
+                    "message": "install strategy completed with no errors",
+                    "lastUpdateTime": now(),
+                    "lastTransitionTime": now(),
+                    "conditions": [
+                        {"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors", "lastUpdateTime": now(), "lastTransitionTime": now()}
+                    ],
+                },
+            )
+
+    # ------------------------------------------------------------------ operands
+    def on_clusterpolicy(self, obj: dict) -> None:
+        st = obj.get("status") or {}
+        if st.get("state") != "ready":
+            self.patch_status(
+                CLUSTERPOLICY,
+                obj,
+                {
+                    "state": "ready",
+                    "namespace": "nvidia-gpu-operator",
+                    "conditions": [cond("Ready", "True", "Reconciled", "ClusterPolicy is ready as all resources have been successfully reconciled"), cond("Error", "False", "Ready")],
+                },
+            )
+
+    def on_nicclusterpolicy(self, obj: dict) -> None:
+        if (obj.get("status") or {}).get("state") != "ready":
+            self.patch_status(NICCLUSTERPOLICY, obj, {"state": "ready", "appliedStates": []})
+
+    def on_nfd(self, obj: dict) -> None:
+        want = [
+            cond("Available", "True", "AsExpected"),
+            cond("Upgradeable", "True", "AsExpected"),
+            cond("Progressing", "False", "AsExpected"),
+            cond("Degraded", "False", "AsExpected"),
+        ]
+        if not same_conditions((obj.get("status") or {}).get("conditions"), want):
+            self.patch_status(NFD, obj, {"conditions": want})
+
+    def _odh_ready(self, res: Res, obj: dict, extra: dict | None = None) -> None:
+        st = obj.get("status") or {}
+        want = [cond("Ready", "True", "Ready", "Ready"), cond("Available", "True", "Available")]
+        if st.get("phase") != "Ready" or not same_conditions(st.get("conditions"), want):
+            status = {"phase": "Ready", "conditions": want, "release": {"name": "OpenShift AI Self-Managed", "version": "3.4.0"}}
+            status.update(extra or {})
+            self.patch_status(res, obj, status)
+
+    def on_dsci(self, obj: dict) -> None:
+        self._odh_ready(DSCI, obj)
+
+    def on_dsc(self, obj: dict) -> None:
+        comps = (obj.get("spec") or {}).get("components") or {}
+        installed = {k: (v or {}).get("managementState") == "Managed" for k, v in comps.items()}
+        self._odh_ready(DSC, obj, {"installedComponents": installed, "observedGeneration": obj["metadata"].get("generation", 1)})
+
+    def on_llmisvc(self, obj: dict) -> None:
+        md, st = obj["metadata"], obj.get("status") or {}
+        url = f"http://{md['name']}.{md['namespace']}.svc.cluster.local"
+        types = ["Ready", "MainWorkloadReady", "WorkloadsReady", "RouterReady", "HTTPRoutesReady", "InferencePoolReady", "PresetsCombined"]
+        want = [cond(t, "True") for t in types]
+        if st.get("url") != url or not same_conditions(st.get("conditions"), want):
+            self.patch_status(
+                LLMISVC,
+                obj,
+                {
+                    "url": url,
+                    "address": {"url": url},
+                    "addresses": [{"name": "gateway-internal", "url": url}],
+                    "conditions": want,
+                    "observedGeneration": md.get("generation", 1),
+                },
+            )
+
+    def on_deployment(self, obj: dict) -> None:
+        md, st = obj["metadata"], obj.get("status") or {}
+        n = (obj.get("spec") or {}).get("replicas", 1)
+        gen = md.get("generation", 1)
+        if st.get("availableReplicas") == n and st.get("readyReplicas") == n and st.get("observedGeneration") == gen and (n or st.get("conditions")):
+            return
+        self.patch_status(
+            DEPLOYMENT,
+            obj,
+            {
+                "observedGeneration": gen,
+                "replicas": n,
+                "updatedReplicas": n,
+                "readyReplicas": n,
+                "availableReplicas": n,
+                "unavailableReplicas": 0,
+                "conditions": [
+                    cond("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.", lastUpdateTime=now()),
+                    cond("Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{md["name"]}" has successfully progressed.', lastUpdateTime=now()),
+                ],
+            },
+        )
+
+    def on_statefulset(self, obj: dict) -> None:
+        md, st = obj["metadata"], obj.get("status") or {}
+        n = (obj.get("spec") or {}).get("replicas", 1)
+        gen = md.get("generation", 1)
+        if st.get("readyReplicas") == n and st.get("observedGeneration") == gen:
+            return
+        self.patch_status(
+            STATEFULSET,
+            obj,
+            {"observedGeneration": gen, "replicas": n, "readyReplicas": n, "currentReplicas": n, "updatedReplicas": n, "availableReplicas": n},
+        )
+
+    def _nodes_matching(self, selector: dict | None) -> int:
+        nodes = self.list(NODE)
+        sel = selector or {}
+        return sum(1 for nd in nodes if all((nd["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items()))
+
+    def on_daemonset(self, obj: dict) -> None:
+        md, st = obj["metadata"], obj.get("status") or {}
+        tmpl = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        n = self._nodes_matching(tmpl.get("nodeSelector"))
+        gen = md.get("generation", 1)
+        if st.get("numberReady") == n and st.get("desiredNumberScheduled") == n and st.get("observedGeneration") == gen:
+            return
+        self.patch_status(
+            DAEMONSET,
+            obj,
+            {
+                "observedGeneration": gen,
+                "currentNumberScheduled": n,
+                "desiredNumberScheduled": n,
+                "numberMisscheduled": 0,
+                "numberReady": n,
+                "numberAvailable": n,
+                "updatedNumberScheduled": n,
+            },
+        )
+
+    def on_lws(self, obj: dict) -> None:
+        md, st = obj["metadata"], obj.get("status") or {}
+        n = (obj.get("spec") or {}).get("replicas", 1)
+        want = [cond("Available", "True", "AllGroupsReady", "All replicas are ready"), cond("Progressing", "False", "Ready")]
+        if st.get("readyReplicas") == n and same_conditions(st.get("conditions"), want):
+            return
+        self.patch_status(
+            LWS,
+            obj,
+            {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "observedGeneration": md.get("generation", 1), "conditions": want},
+        )
+
+    def on_inferencepool(self, obj: dict) -> None:
+        md = obj["metadata"]
+        ns, name = md["namespace"], md["name"]
+        parents: list[dict] = []
+        for route in self.list(HTTPROUTE, ns):
+            rules = (route.get("spec") or {}).get("rules") or []
+            refs = [b for r in rules for b in (r.get("backendRefs") or [])]
+            if any(b.get("kind") == "InferencePool" and b.get("name") == name for b in refs):
+                for p in (route.get("spec") or {}).get("parentRefs") or []:
+                    ref = {"group": p.get("group", "gateway.networking.k8s.io"), "kind": p.get("kind", "Gateway"), "name": p["name"]}
+                    ref["namespace"] = p.get("namespace", ns)
+                    if ref not in [x["parentRef"] for x in parents]:
+                        gen = md.get("generation", 1)
+                        parents.append(
+                            {
+                                "parentRef": ref,
+                                "conditions": [
+                                    cond("Accepted", "True", "Accepted", "InferencePool has been accepted", observedGeneration=gen),
+                                    cond("ResolvedRefs", "True", "ResolvedRefs", "", observedGeneration=gen),
+                                ],
+                            }
+                        )
+        have = (obj.get("status") or {}).get("parents") or []
+        if not parents or [p["parentRef"] for p in have] == [p["parentRef"] for p in parents]:
+            return
+        self.patch_status(INFERENCEPOOL, obj, {"parents": parents})
+
+    def on_scaledobject(self, obj: dict) -> None:
+        spec, st = obj.get("spec") or {}, obj.get("status") or {}
+        want = [cond("Ready", "True", "ScaledObjectReady", "ScaledObject is defined correctly and is ready for scaling"), cond("Active", "True", "ScalerActive", "Scaling is performed because triggers are active"), cond("Fallback", "False", "NoFallbackFound", "No fallbacks are active on this scaled object")]
+        if same_conditions(st.get("conditions"), want):
+            return
+        target = spec.get("scaleTargetRef") or {}
+        self.patch_status(
+            SCALEDOBJECT,
+            obj,
+            {
+                "conditions": want,
+                "scaleTargetKind": f"{target.get('apiVersion', 'apps/v1')}.{target.get('kind', 'Deployment')}",
+                "hpaName": f"keda-hpa-{obj['metadata']['name']}",
+                "originalReplicaCount": 1,
+            },
+        )
+
+    def on_application(self, obj: dict) -> None:
+        st = obj.get("status") or {}
+        if (st.get("sync") or {}).get("status") == "Synced" and (st.get("health") or {}).get("status") == "Healthy":
+            return
+        src = (obj.get("spec") or {}).get("source") or {}
+        self.patch_status(
+            APPLICATION,
+            obj,
+            {
+                "sync": {"status": "Synced", "revision": src.get("targetRevision", "HEAD")},
+                "health": {"status": "Healthy"},
+                "reconciledAt": now(),
+                "operationState": {"phase": "Succeeded", "message": "successfully synced", "startedAt": now(), "finishedAt": now(), "operation": {"sync": {"revision": src.get("targetRevision", "HEAD")}}},
+            },
+        )
+
+    def on_mcp(self, pool: dict) -> None:
+        name = pool["metadata"]["name"]
+        refs = [r["name"] for r in (pool.get("spec") or {}).get("pinnedImageSets") or []]
+        for pis in self.list(PINNEDIMAGESET):
+            if (pis["metadata"].get("labels") or {}).get("machineconfiguration.openshift.io/role") == name and pis["metadata"]["name"] not in refs:
+                refs.append(pis["metadata"]["name"])
+        sets = [p for p in (self.get(PINNEDIMAGESET, None, r) for r in refs) if p]
+        blocked = [p for p in sets if self.blocked("PinnedImageSet", None, p["metadata"]["name"])]
+        mcns = [m for m in self.list(MCN) if ((m.get("spec") or {}).get("pool") or {}).get("name") == name]
+        count = len(mcns)
+        if sets:
+            for m in mcns:
+                want = [
+                    {"name": p["metadata"]["name"], "currentGeneration": p["metadata"].get("generation", 1), "desiredGeneration": p["metadata"].get("generation", 1)}
+                    for p in sets
+                    if p not in blocked
+                ] + [{"name": p["metadata"]["name"], "desiredGeneration": p["metadata"].get("generation", 1)} for p in blocked]
+                if ((m.get("status") or {}).get("pinnedImageSets")) != want:
+                    self.patch_status(MCN, m, {"pinnedImageSets": want, "observedGeneration": m["metadata"].get("generation", 1)})
+        updated = 0 if blocked else count
+        sync = {
+            "poolSynchronizerType": "PinnedImageSets",
+            "machineCount": count,
+            "updatedMachineCount": updated,
+            "readyMachineCount": updated,
+            "availableMachineCount": updated,
+            "unavailableMachineCount": count - updated,
+            "observedGeneration": pool["metadata"].get("generation", 1),
+        }
+        have = (pool.get("status") or {}).get("poolSynchronizersStatus") or []
+        if not sets or [h for h in have if h.get("poolSynchronizerType") == "PinnedImageSets"] == [sync]:
+            return
+        others = [h for h in have if h.get("poolSynchronizerType") != "PinnedImageSets"]
+        self.patch_status(MCP, pool, {"poolSynchronizersStatus": [*others, sync]})
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+
+    ap = argparse.ArgumentParser(description="status simulator for the local control plane (test-side)")
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--delay", type=float, default=None)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    api = config.new_client_from_config(config_file=args.kubeconfig)
+    sim = Simulator(api, delay=args.delay).start()
+    done = threading.Event()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda *_: done.set())
+    done.wait()
+    sim.stop()
+    with contextlib.suppress(Exception):
+        api.close()
+    return 0
