@@ -1,0 +1,535 @@
+# Copyright: (c) 2026, inference.blueprints maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cluster facts for preflight: read once, summarise, compare with the plan.
+
+``gather(get)`` reads a cluster through a tiny ``get(path) -> dict | None`` callable
+(None = 404), so that the reading and the evaluation can be unit-tested from dicts.
+``facts_from_inventory(hardware)`` builds the same shape from inventory values only
+(``delivery: render``). ``evaluate(facts, requirements)`` returns the list of unmet
+requirements, one human-readable line each.
+
+Label and field names (sources):
+- GFD: ``nvidia.com/gpu.product|count|memory`` (NVIDIA/k8s-device-plugin internal/lm/resource.go)
+- GPU operator: ``nvidia.com/gpu.present``; NFD ``feature.node.kubernetes.io/pci-10de.present``
+  (gpu-operator v26.7.0 controllers/state_manager.go gpuNodeLabels)
+- NFD RDMA: ``feature.node.kubernetes.io/rdma.capable|available`` (node-feature-discovery v0.19.0)
+- ClusterVersion ``status.desired.version`` / ``status.history``; Infrastructure
+  ``status.controlPlaneTopology`` (openshift/api release-4.22 config/v1)
+"""
+
+from __future__ import annotations
+
+import re
+
+NFD_PREFIX = "feature.node.kubernetes.io/"
+GPU_PCI_LABELS = (
+    NFD_PREFIX + "pci-10de.present",
+    NFD_PREFIX + "pci-0302_10de.present",
+    NFD_PREFIX + "pci-0300_10de.present",
+)
+NIC_PCI_LABELS = (
+    NFD_PREFIX + "pci-15b3.present",
+    NFD_PREFIX + "pci-0200_15b3.present",
+    NFD_PREFIX + "pci-0207_15b3.present",
+)
+RDMA_LABELS = (
+    NFD_PREFIX + "rdma.capable",
+    NFD_PREFIX + "custom-rdma.capable",
+    NFD_PREFIX + "rdma.available",
+    NFD_PREFIX + "custom-rdma.available",
+)
+# Our own NodeFeatureRule (role nfd) publishes this label.
+BLUEPRINT_RDMA_LABEL = NFD_PREFIX + "inference-blueprints.rdma"
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+RDMA_RESOURCE_PREFIXES = ("rdma/", "openshift.io/", "nvidia.com/hostdev")
+
+# Groups whose served versions we always record (the ones the blueprints use).
+DEFAULT_GROUPS = (
+    "config.openshift.io",
+    "operators.coreos.com",
+    "packages.operators.coreos.com",
+    "machineconfiguration.openshift.io",
+    "route.openshift.io",
+    "monitoring.coreos.com",
+    "nfd.openshift.io",
+    "nfd.k8s-sigs.io",
+    "nvidia.com",
+    "mellanox.com",
+    "nv-ipam.nvidia.com",
+    "sriovnetwork.openshift.io",
+    "k8s.cni.cncf.io",
+    "dscinitialization.opendatahub.io",
+    "datasciencecluster.opendatahub.io",
+    "serving.kserve.io",
+    "gateway.networking.k8s.io",
+    "inference.networking.k8s.io",
+    "inference.networking.x-k8s.io",
+    "leaderworkerset.x-k8s.io",
+    "operator.openshift.io",
+    "keda.sh",
+    "argoproj.io",
+    "storage.k8s.io",
+    "apps",
+)
+
+
+def _labels(obj):
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _truthy(value):
+    return str(value).lower() == "true"
+
+
+def _int(value, default=0):
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def summarize_node(node):
+    """Reduce a Node to the facts preflight and the roles use."""
+    labels = _labels(node)
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
+    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+    gpu_resource_count = max((_int(allocatable.get(r, capacity.get(r))) for r in GPU_RESOURCES), default=0)
+    label_count = _int(labels.get("nvidia.com/gpu.count"))
+    pci_gpu = any(_truthy(labels.get(k)) for k in GPU_PCI_LABELS)
+    gpu_present = _truthy(labels.get("nvidia.com/gpu.present")) or pci_gpu or gpu_resource_count > 0 or label_count > 0
+    product = labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name") or ""
+    count = label_count or gpu_resource_count
+    rdma_resources = sorted(k for k, v in allocatable.items() if k.startswith(RDMA_RESOURCE_PREFIXES) and _int(v) > 0)
+    rdma_labels = sorted(k for k in RDMA_LABELS + (BLUEPRINT_RDMA_LABEL,) if _truthy(labels.get(k)))
+    mellanox = any(_truthy(labels.get(k)) for k in NIC_PCI_LABELS)
+    node_info = status.get("nodeInfo") or {}
+    return {
+        "name": (node.get("metadata") or {}).get("name"),
+        "roles": roles,
+        "gpu": {
+            "present": gpu_present,
+            "product": product,
+            "count": count,
+            "count_known": count > 0,
+            "memory_mib": _int(labels.get("nvidia.com/gpu.memory")),
+            "allocatable": gpu_resource_count,
+            "mig_capable": _truthy(labels.get("nvidia.com/mig.capable")),
+        },
+        "nic": {
+            "mellanox": mellanox,
+            "rdma": bool(rdma_labels or rdma_resources),
+            "rdma_labels": rdma_labels,
+            "rdma_resources": rdma_resources,
+            "sriov_capable": any(_truthy(v) for k, v in labels.items() if k.endswith(".sriov.capable")),
+        },
+        "kernel": node_info.get("kernelVersion"),
+        "os_image": node_info.get("osImage"),
+        "kubelet": node_info.get("kubeletVersion"),
+    }
+
+
+def gpu_matches(catalog_id, product):
+    """True when a GFD product label (e.g. NVIDIA-H100-80GB-HBM3) is the catalog GPU (e.g. h100).
+
+    Every dash-separated token of the catalog id must appear in the product as a token
+    (rtx-pro-6000 -> RTX-PRO-6000-Blackwell-Server-Edition; a100-80gb -> A100-SXM4-80GB).
+    """
+    if not catalog_id or not product:
+        return False
+    tokens = set(re.split(r"[-_ ]+", product.lower()))
+    return all(t in tokens for t in catalog_id.lower().split("-"))
+
+
+def _version_tuple(version):
+    parts = re.findall(r"\d+", str(version or ""))[:3]
+    return tuple(int(p) for p in parts) if parts else ()
+
+
+def _openshift_version(cv):
+    status = (cv or {}).get("status") or {}
+    for entry in status.get("history") or []:
+        if entry.get("state") == "Completed" and entry.get("version"):
+            return entry["version"]
+    return (status.get("desired") or {}).get("version")
+
+
+def gather(get, groups=DEFAULT_GROUPS, packages=()):
+    """Read every fact preflight needs. ``get(path)`` returns parsed JSON or None on 404."""
+    facts = {"source": "cluster", "warnings": []}
+
+    api_groups = {"": {"versions": ["v1"], "preferred": "v1"}}
+    for group in (get("/apis") or {}).get("groups") or []:
+        versions = [v["version"] for v in group.get("versions") or []]
+        api_groups[group["name"]] = {
+            "versions": versions,
+            "preferred": (group.get("preferredVersion") or {}).get("version"),
+        }
+    facts["api_groups"] = api_groups
+    facts["served"] = {g: v["versions"] for g, v in api_groups.items()}
+    facts["served_api_versions"] = sorted(f"{g}/{v}" if g else v for g, vs in facts["served"].items() for v in vs)
+
+    resources = {}
+    for group in groups:
+        for version in api_groups.get(group, {}).get("versions", []):
+            listing = get(f"/apis/{group}/{version}") or {}
+            for res in listing.get("resources") or []:
+                if "/" in res.get("name", ""):
+                    continue
+                resources[f"{group}/{version}/{res['kind']}"] = {
+                    "plural": res["name"],
+                    "namespaced": bool(res.get("namespaced")),
+                }
+    facts["api_resources"] = resources
+
+    openshift = "config.openshift.io" in api_groups
+    facts["openshift"] = openshift
+    cv = get("/apis/config.openshift.io/v1/clusterversions/version") if openshift else None
+    facts["openshift_version"] = _openshift_version(cv)
+    facts["openshift_channel"] = ((cv or {}).get("spec") or {}).get("channel")
+    infra = get("/apis/config.openshift.io/v1/infrastructures/cluster") if openshift else None
+    istatus = (infra or {}).get("status") or {}
+    facts["control_plane_topology"] = istatus.get("controlPlaneTopology")
+    facts["infrastructure_topology"] = istatus.get("infrastructureTopology")
+    facts["platform"] = (istatus.get("platformStatus") or {}).get("type") or istatus.get("platform")
+
+    nodes = [summarize_node(n) for n in (get("/api/v1/nodes") or {}).get("items") or []]
+    facts["nodes"] = nodes
+    facts["single_node"] = facts["control_plane_topology"] == "SingleReplica" or (
+        facts["control_plane_topology"] is None and len(nodes) == 1
+    )
+
+    classes = []
+    for sc in (get("/apis/storage.k8s.io/v1/storageclasses") or {}).get("items") or []:
+        ann = (sc.get("metadata") or {}).get("annotations") or {}
+        classes.append(
+            {
+                "name": sc["metadata"]["name"],
+                "provisioner": sc.get("provisioner"),
+                "default": _truthy(ann.get("storageclass.kubernetes.io/is-default-class")),
+            }
+        )
+    facts["storage_classes"] = classes
+
+    subscriptions = {}
+    csvs = {}
+    if "operators.coreos.com" in api_groups:
+        for sub in (get("/apis/operators.coreos.com/v1alpha1/subscriptions") or {}).get("items") or []:
+            meta, spec, st = sub.get("metadata") or {}, sub.get("spec") or {}, sub.get("status") or {}
+            subscriptions[f"{meta.get('namespace')}/{meta.get('name')}"] = {
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "package": spec.get("name"),
+                "channel": spec.get("channel"),
+                "installed_csv": st.get("installedCSV"),
+                "state": st.get("state"),
+            }
+        for csv in (get("/apis/operators.coreos.com/v1alpha1/clusterserviceversions") or {}).get("items") or []:
+            meta = csv.get("metadata") or {}
+            # OLM copies CSVs of AllNamespaces operators into every namespace; keep the original.
+            if _labels(csv).get("olm.copiedFrom"):
+                continue
+            csvs[f"{meta.get('namespace')}/{meta.get('name')}"] = {
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "phase": (csv.get("status") or {}).get("phase"),
+                "version": (csv.get("spec") or {}).get("version"),
+            }
+    facts["subscriptions"] = subscriptions
+    facts["csvs"] = csvs
+    facts["operators"] = sorted({s["package"] for s in subscriptions.values() if s.get("package")})
+
+    manifests = {}
+    if "packages.operators.coreos.com" in api_groups:
+        for pkg in packages:
+            pm = get(f"/apis/packages.operators.coreos.com/v1/namespaces/openshift-marketplace/packagemanifests/{pkg}")
+            if pm:
+                st = pm.get("status") or {}
+                manifests[pkg] = {
+                    "default_channel": st.get("defaultChannel"),
+                    "channels": [c.get("name") for c in st.get("channels") or []],
+                    "catalog": st.get("catalogSource"),
+                    "catalog_namespace": st.get("catalogSourceNamespace"),
+                }
+    facts["packagemanifests"] = manifests
+
+    pools = []
+    if "machineconfiguration.openshift.io" in api_groups:
+        for mcp in (get("/apis/machineconfiguration.openshift.io/v1/machineconfigpools") or {}).get("items") or []:
+            spec, st = mcp.get("spec") or {}, mcp.get("status") or {}
+            selector = ((spec.get("machineConfigSelector") or {}).get("matchLabels")) or {}
+            pools.append(
+                {
+                    "name": mcp["metadata"]["name"],
+                    "role": selector.get("machineconfiguration.openshift.io/role", mcp["metadata"]["name"]),
+                    "machine_count": _int(st.get("machineCount")),
+                }
+            )
+    facts["machine_config_pools"] = pools
+    return summarize(facts)
+
+
+def facts_from_inventory(hardware, openshift_version=None, single_node=None):
+    """Facts from inventory values only (delivery=render: no cluster access)."""
+    hw = hardware or {}
+    nodes = []
+    interconnect = hw.get("interconnect")
+    for pool, gpu_key, per_key, count_key in (
+        ("main", "gpu", "gpus_per_node", "nodes"),
+        ("decode", "decode_gpu", "decode_gpus_per_node", "decode_nodes"),
+    ):
+        if not hw.get(gpu_key):
+            continue
+        for i in range(_int(hw.get(count_key), 1)):
+            nodes.append(
+                {
+                    "name": f"inventory-{pool}-{i}",
+                    "roles": ["worker"],
+                    "gpu": {
+                        "present": True,
+                        "product": hw[gpu_key],
+                        "count": _int(hw.get(per_key)),
+                        "count_known": True,
+                        "memory_mib": 0,
+                        "allocatable": _int(hw.get(per_key)),
+                        "mig_capable": False,
+                        "catalog_id": hw[gpu_key],
+                    },
+                    "nic": {
+                        "mellanox": interconnect == "rdma",
+                        "rdma": interconnect == "rdma",
+                        "rdma_labels": [],
+                        "rdma_resources": [],
+                        "sriov_capable": False,
+                    },
+                }
+            )
+    total_nodes = len(nodes)
+    facts = {
+        "source": "inventory",
+        "warnings": ["delivery=render: no cluster access, facts come from the inventory (hardware) only"],
+        "api_groups": {},
+        "served": {},
+        "served_api_versions": [],
+        "api_resources": {},
+        "openshift": True,
+        "openshift_version": openshift_version,
+        "openshift_channel": None,
+        "control_plane_topology": None,
+        "infrastructure_topology": None,
+        "platform": None,
+        "nodes": nodes,
+        "single_node": bool(single_node) if single_node is not None else total_nodes == 1,
+        "storage_classes": [],
+        "subscriptions": {},
+        "csvs": {},
+        "operators": [],
+        "packagemanifests": {},
+        "machine_config_pools": [],
+    }
+    return summarize(facts)
+
+
+def summarize(facts):
+    nodes = facts["nodes"]
+    gpu_nodes = [n for n in nodes if n["gpu"]["present"]]
+    by_product = {}
+    for n in gpu_nodes:
+        key = n["gpu"]["product"] or "unknown"
+        by_product[key] = by_product.get(key, 0) + n["gpu"]["count"]
+    facts["gpus"] = {
+        "total": sum(n["gpu"]["count"] for n in gpu_nodes),
+        "nodes": len(gpu_nodes),
+        "by_product": by_product,
+        "observable": bool(gpu_nodes),
+        "count_known": all(n["gpu"]["count_known"] for n in gpu_nodes),
+    }
+    facts["rdma"] = {
+        "nodes": len([n for n in nodes if n["nic"]["rdma"]]),
+        "gpu_nodes": len([n for n in gpu_nodes if n["nic"]["rdma"]]),
+        "mellanox_nodes": len([n for n in nodes if n["nic"]["mellanox"]]),
+    }
+    facts["storage_class_default"] = next((c["name"] for c in facts["storage_classes"] if c["default"]), None)
+    return facts
+
+
+def _count_gpus(facts, catalog_id):
+    total = 0
+    nodes = 0
+    for n in facts["nodes"]:
+        g = n["gpu"]
+        if not g["present"]:
+            continue
+        if g.get("catalog_id") == catalog_id or gpu_matches(catalog_id, g["product"]):
+            total += g["count"]
+            nodes += 1
+    return total, nodes
+
+
+def evaluate(facts, requirements):
+    """Every unmet requirement, one line each (empty list = ready)."""
+    req = requirements or {}
+    unmet = []
+
+    version = facts.get("openshift_version")
+    vmin, vmax = req.get("openshift_min"), req.get("openshift_max")
+    if not facts.get("openshift"):
+        unmet.append("OpenShift: API group config.openshift.io is not served (not an OpenShift cluster)")
+    elif not version:
+        if facts.get("source") == "cluster":
+            unmet.append("OpenShift version: ClusterVersion 'version' has no status.desired.version or history")
+    else:
+        v = _version_tuple(version)[:2]
+        if vmin and v < _version_tuple(vmin)[:2]:
+            unmet.append(f"OpenShift version {version} is older than the supported minimum {vmin}")
+        if vmax and v > _version_tuple(vmax)[:2]:
+            unmet.append(f"OpenShift version {version} is newer than the supported maximum {vmax}")
+
+    if facts.get("source") == "cluster":
+        for api in req.get("apis") or []:
+            served = facts["served"].get(api["group"])
+            wanted = api.get("versions") or []
+            if served is None:
+                unmet.append(f"API group {api['group']} is not served (needed for {api.get('for', 'the blueprint')})")
+            elif wanted and not set(wanted) & set(served):
+                unmet.append(
+                    f"API group {api['group']} serves {', '.join(served)} but one of {', '.join(wanted)} "
+                    f"is needed (for {api.get('for', 'the blueprint')})"
+                )
+
+    gpu_unobserved_ok = bool(req.get("allow_unobserved_gpus"))
+    for need in req.get("gpus") or []:
+        gpu, count = need["gpu"], _int(need.get("count"))
+        if count <= 0:
+            continue
+        have, nodes = _count_gpus(facts, gpu)
+        if not facts["gpus"]["observable"] and gpu_unobserved_ok:
+            facts["warnings"].append(
+                f"GPUs: no node shows GPU labels or capacity yet; {count} x {gpu} needed, "
+                "not verifiable before NFD and the GPU operator run"
+            )
+            continue
+        if have < count:
+            seen = ", ".join(f"{p}: {c}" for p, c in sorted(facts["gpus"]["by_product"].items())) or "none"
+            unmet.append(
+                f"GPUs: {count} x {gpu} needed ({need.get('for', 'the plan')}), {have} found on {nodes} node(s) "
+                f"(cluster GPUs by product: {seen})"
+            )
+
+    rdma = req.get("rdma")
+    if rdma:
+        want_nodes = _int(rdma.get("nodes"), 1) if isinstance(rdma, dict) else 1
+        have_nodes = facts["rdma"]["gpu_nodes"] if facts["gpus"]["observable"] else facts["rdma"]["nodes"]
+        if have_nodes < want_nodes:
+            if not facts["gpus"]["observable"] and req.get("allow_unobserved_gpus") and facts["rdma"]["mellanox_nodes"]:
+                facts["warnings"].append("RDMA: Mellanox NICs found; RDMA not verifiable before the network operator")
+            else:
+                why = rdma.get("why", "interconnect rdma") if isinstance(rdma, dict) else "rdma"
+                unmet.append(
+                    f"RDMA: the plan uses RDMA ({why})"
+                    f" on {want_nodes} GPU node(s); {have_nodes} GPU node(s) show RDMA (NFD label rdma.capable, "
+                    f"{BLUEPRINT_RDMA_LABEL}, or an rdma/* / openshift.io/* device resource)"
+                )
+
+    single = req.get("single_node")
+    if single is not None and facts.get("source") == "cluster" and bool(single) != bool(facts.get("single_node")):
+        want = "Single Node OpenShift" if single else "a multi-node cluster"
+        unmet.append(
+            f"Topology: the blueprint needs {want}; Infrastructure 'cluster' reports "
+            f"controlPlaneTopology={facts.get('control_plane_topology')} with {len(facts['nodes'])} node(s)"
+        )
+
+    if req.get("storage_class") and facts.get("source") == "cluster" and not facts["storage_classes"]:
+        unmet.append("Storage: the plan stages models on a PVC but no StorageClass exists")
+    return unmet
+
+
+# APIs that must already be served when a component starts (they are not installed by our roles).
+COMPONENT_APIS = {
+    "nfd": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
+    "gpu_operator": [
+        ("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions"),
+        ("monitoring.coreos.com", ["v1"], "the DCGM exporter ServiceMonitor"),
+    ],
+    "network_operator": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
+    "openshift_ai": [
+        ("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions"),
+        ("gateway.networking.k8s.io", ["v1"], "the GatewayClass and Gateway llm-d serving uses (OpenShift >= 4.19)"),
+    ],
+    "autoscaling": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
+    "gitops": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
+}
+# APIs a serving component needs; required up front only when no platform role installs them.
+SERVING_APIS = {
+    "model_service": ("openshift_ai", "serving.kserve.io", ["v1alpha2", "v1alpha1"], "LLMInferenceService"),
+    "inference_scheduler": ("openshift_ai", "inference.networking.k8s.io", ["v1"], "InferencePool"),
+    "serving_autoscaling": ("autoscaling", "keda.sh", ["v1alpha1"], "KEDA ScaledObject"),
+}
+
+
+def rdma_needed(plans, hardware):
+    """RDMA needed = any plan with kv_connector.transport rdma, or hardware.interconnect rdma."""
+    if (hardware or {}).get("interconnect") == "rdma":
+        return True
+    for entry in plans or []:
+        plan = (entry or {}).get("plan") or {}
+        if ((plan.get("kv_connector") or {}).get("transport")) == "rdma":
+            return True
+        if ((plan.get("hardware") or {}).get("interconnect")) == "rdma":
+            return True
+    return False
+
+
+def requirements_from_plans(plans, hardware, components, overrides=None):
+    """What the plans need from the cluster, as the dict ``evaluate`` reads."""
+    hw = hardware or {}
+    comps = list(components or [])
+    gpus = {}
+    for entry in plans or []:
+        plan = (entry or {}).get("plan") or {}
+        name = ((entry or {}).get("model") or {}).get("name") or (plan.get("model") or {}).get("name") or "?"
+        pools = plan.get("pools") or {}
+        for role, pool in pools.items():
+            if not isinstance(pool, dict):
+                continue
+            gpu = pool.get("gpu") or (plan.get("hardware") or {}).get("gpu") or hw.get("gpu")
+            count = _int(pool.get("replicas"), 1) * _int(pool.get("gpus_per_replica"), 1)
+            if not gpu or count <= 0:
+                continue
+            need = gpus.setdefault(gpu, {"gpu": gpu, "count": 0, "for": []})
+            need["count"] += count
+            need["for"].append(f"{name} {role} {_int(pool.get('replicas'), 1)}x{_int(pool.get('gpus_per_replica'), 1)}")
+    apis = []
+    seen = set()
+    for comp in comps:
+        for group, versions, why in COMPONENT_APIS.get(comp, []):
+            if (group, tuple(versions)) not in seen:
+                seen.add((group, tuple(versions)))
+                apis.append({"group": group, "versions": versions, "for": f"{why} ({comp})"})
+    for comp, (installer, group, versions, kind) in SERVING_APIS.items():
+        if comp in comps and installer not in comps:
+            why = f"{kind} ({comp}; {installer} is not in the blueprint)"
+            apis.append({"group": group, "versions": versions, "for": why})
+    gpu_nodes = _int(hw.get("nodes"), 1)
+    req = {
+        "gpus": [{**v, "for": "; ".join(v["for"])} for v in gpus.values()],
+        "apis": apis,
+        "rdma": {"nodes": gpu_nodes, "why": "kv_connector transport or hardware.interconnect is rdma"}
+        if rdma_needed(plans, hw)
+        else False,
+        "single_node": None,
+        "storage_class": any(
+            not str((((e or {}).get("model") or {}).get("artifact") or {}).get("uri") or "oci://").startswith("oci://")
+            for e in plans or []
+        ),
+        "allow_unobserved_gpus": "gpu_operator" in comps,
+    }
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key == "apis":
+            req["apis"] = req["apis"] + list(value)
+        else:
+            req[key] = value
+    return req

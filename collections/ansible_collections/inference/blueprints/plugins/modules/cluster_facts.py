@@ -1,0 +1,188 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, inference.blueprints maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cluster_facts
+short_description: Read the cluster facts preflight needs in one call and compare them with the plan
+version_added: 0.1.0
+description:
+  - Reads ClusterVersion, Infrastructure, the served versions of every API group, the nodes with their
+    GPU and NIC labels and capacity, storage classes, OLM Subscriptions and ClusterServiceVersions,
+    PackageManifests (when served) and MachineConfigPools, and returns them as one dict.
+  - Optionally compares the facts with a requirements dict and fails with one message listing every
+    unmet requirement.
+  - Never writes to the cluster.
+  - With O(source=inventory) builds the same shape from inventory values only, without cluster access
+    (used with C(delivery=render)).
+author:
+  - inference.blueprints maintainers
+options:
+  source:
+    description:
+      - V(cluster) reads the live cluster; V(inventory) uses O(hardware) only.
+    type: str
+    choices: [cluster, inventory]
+    default: cluster
+  hardware:
+    description:
+      - The inventory C(hardware) dict (gpu, gpus_per_node, nodes, interconnect, decode_*).
+      - Used for the RDMA node count, and as the facts themselves with O(source=inventory).
+    type: dict
+    default: {}
+  openshift_version:
+    description:
+      - OpenShift version to assume with O(source=inventory).
+    type: str
+  groups:
+    description:
+      - API groups whose resources (kinds, scope) are listed in C(api_resources). Served versions are
+        recorded for every group regardless.
+    type: list
+    elements: str
+  packages:
+    description:
+      - OLM package names whose PackageManifest (default channel, channels) is read when
+        C(packages.operators.coreos.com) is served.
+    type: list
+    elements: str
+    default: []
+  plans:
+    description:
+      - The site plans (C(site_plans), a list of C({model, plan})). GPUs per type, RDMA and storage needs
+        are derived from them.
+    type: list
+    elements: dict
+    default: []
+  components:
+    description:
+      - The blueprint's components (C(site_components)); decide which APIs must already be served.
+    type: list
+    elements: str
+    default: []
+  requirements:
+    description:
+      - Overrides and additions to the requirements derived from O(plans). Keys C(openshift_min),
+        C(openshift_max), C(apis) (added: list of C({group, versions, for})), C(gpus) (list of
+        C({gpu, count, for})), C(rdma) (C({nodes, why}) or false), C(single_node) (bool or null),
+        C(storage_class) (bool), C(allow_unobserved_gpus) (bool).
+    type: dict
+    default: {}
+  fail_on_unmet:
+    description:
+      - Fail, listing every unmet requirement, when any requirement is unmet.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - inference.blueprints.k8s_auth
+  - inference.blueprints.k8s_auth.ATTRIBUTES
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+notes:
+  - Read-only; safe in check mode.
+"""
+
+EXAMPLES = r"""
+- name: Read the cluster and compare with the plan
+  inference.blueprints.cluster_facts:
+    packages: [gpu-operator-certified, nfd]
+    plans: "{{ site_plans }}"
+    components: "{{ site_components }}"
+    hardware: "{{ hardware }}"
+    requirements:
+      openshift_min: "4.19"
+      openshift_max: "4.22"
+  register: facts
+"""
+
+RETURN = r"""
+cluster_facts:
+  description: The facts (openshift_version, single_node, api_groups, served, api_resources, nodes, gpus, rdma,
+    storage_classes, subscriptions, csvs, operators, packagemanifests, machine_config_pools, warnings).
+  returned: always
+  type: dict
+requirements:
+  description: The requirements that were checked (derived from the plans, plus overrides).
+  returned: always
+  type: dict
+unmet:
+  description: One line per unmet requirement.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import (  # noqa: E402
+    DEFAULT_GROUPS,
+    evaluate,
+    facts_from_inventory,
+    gather,
+    requirements_from_plans,
+)
+
+
+def _reader(client):
+    def get(path):
+        try:
+            resp = client.request("GET", path, serialize=False)
+        except kc.ApiException as exc:
+            # 404: absent; 403: not ours to read; 503: an aggregated API (packagemanifests) is down.
+            if getattr(exc, "status", None) in (403, 404, 503):
+                return None
+            raise kc.ClientError(f"GET {path}: {kc.api_error_message(exc)}") from exc
+        return json.loads(resp.data.decode("utf-8"))
+
+    return get
+
+
+def main():
+    argument_spec = dict(
+        source=dict(type="str", choices=["cluster", "inventory"], default="cluster"),
+        hardware=dict(type="dict", default={}),
+        openshift_version=dict(type="str"),
+        groups=dict(type="list", elements="str"),
+        packages=dict(type="list", elements="str", default=[]),
+        plans=dict(type="list", elements="dict", default=[]),
+        components=dict(type="list", elements="str", default=[]),
+        requirements=dict(type="dict", default={}),
+        fail_on_unmet=dict(type="bool", default=True),
+    )
+    argument_spec.update(kc.AUTH_ARG_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    p = module.params
+
+    if p["source"] == "inventory":
+        facts = facts_from_inventory(p["hardware"], p["openshift_version"])
+    else:
+        if not kc.HAS_KUBERNETES:
+            module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(kc.KUBERNETES_IMPORT_ERROR))
+        try:
+            client = kc.get_client(p)
+            groups = tuple(p["groups"]) if p["groups"] else DEFAULT_GROUPS
+            facts = gather(_reader(client), groups=groups, packages=p["packages"])
+        except kc.ClientError as exc:
+            module.fail_json(msg=f"could not read cluster facts: {exc}")
+
+    requirements = requirements_from_plans(p["plans"], p["hardware"], p["components"], p["requirements"])
+    unmet = evaluate(facts, requirements)
+    result = dict(changed=False, cluster_facts=facts, requirements=requirements, unmet=unmet)
+    if unmet and p["fail_on_unmet"]:
+        lines = "\n".join(f"  - {u}" for u in unmet)
+        module.fail_json(msg=f"preflight: {len(unmet)} requirement(s) not met; nothing was changed:\n{lines}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
