@@ -2,7 +2,7 @@
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: UP009
-"""`blueprints plan` (explicit options, --site, formats, --report) and the module through ansible-playbook/ansible-doc."""
+"""`blueprints plan` (explicit options, --site, formats, --report); the module via ansible-playbook/ansible-doc."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
-
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.spec import ARGUMENT_SPEC
 
@@ -192,7 +191,9 @@ def test_cli_site_missing_blueprint_file_uses_defaults(tmp_path):
             hardware: {gpu: h200, gpus_per_node: 8, nodes: 1}
             models:
               - {name: m1, id: Qwen3.6-27B, weights: fp8}
-              - {name: m2, id: Qwen3.5-35B-A3B, weights: fp8, traffic: {prompt_tokens_mean: 800, output_tokens_mean: 200, arrival_rate_rps: -2}}
+              - name: m2
+                id: Qwen3.5-35B-A3B
+                traffic: {prompt_tokens_mean: 800, output_tokens_mean: 200, arrival_rate_rps: -2}
             """
         )
     )

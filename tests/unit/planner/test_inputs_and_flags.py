@@ -10,7 +10,6 @@ import itertools
 import json
 
 import pytest
-
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
 

@@ -14,7 +14,6 @@ import math
 import re
 
 import pytest
-
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.core import (
@@ -124,8 +123,7 @@ def test_weights_35b_and_397b():
 def test_seed_65_gb_pool_arithmetic():
     """Seed: 96 - 27 - 4 = 65 GB -> ~2 M FP8 tokens -> ~50 at 32k, ~15 at 128k. The division holds; vLLM's
     block math (coarse 1568-token pages + 3 state blocks per sequence) gives 52 / 14 / 3 at 512k."""
-    assert 96 - 27 - 4 == 65
-    assert 65e9 / 32768 == pytest.approx(1.98e6, rel=0.01)
+    assert pytest.approx(1.98e6, rel=0.01) == 65e9 / 32768
     g = sz.block_geometry(Q27, 1, tp=1)
     blocks = sz.num_blocks(65e9, g)
     assert sz.max_sequences(blocks, 32768, g) == 52

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.spec import ARGUMENT_SPEC, REQUIRED_ONE_OF
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-# ruff: noqa: UP009
+# ruff: noqa: UP009, E402
 
 from __future__ import annotations
 
@@ -248,7 +248,8 @@ plan:
       type: dict
       returned: success
     layout:
-      description: C(tp), C(pp), C(dp) (total data-parallel degree), C(ep), C(dcp), C(pcp), C(replicas), C(dp_per_engine).
+      description:
+        - C(tp), C(pp), C(dp) (total data-parallel degree), C(ep), C(dcp), C(pcp), C(replicas), C(dp_per_engine).
       type: dict
       returned: success
       sample: {tp: 2, pp: 1, dp: 4, ep: 8, dcp: 1, pcp: 1}
@@ -303,7 +304,6 @@ field:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.spec import ARGUMENT_SPEC, REQUIRED_ONE_OF
 
 

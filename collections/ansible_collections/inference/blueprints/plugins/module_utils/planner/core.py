@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-# ruff: noqa: UP009
+# ruff: noqa: UP009, PLR0917
 """plan(): layout, memory, KV capacity, pools, speculative decoding, KV connector and engine arguments."""
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def choose_layout(c: _Ctx, gpn: int, nodes: int, dec: _Decisions, label: str) ->
         if ok:
             why = (
                 f"{_r(w / GIB)} GiB of {c.weights} weights per GPU leave {_r(kv / GIB)} GiB for KV "
-                f"({_r(kv / c.budget * 100, 1)} % of the {_r(c.budget / GIB)} GiB budget >= {int(c.headroom * 100)} % headroom)"
+                f"({_r(kv / c.budget * 100, 1)} % of the {_r(c.budget / GIB)} GiB budget >= "
+                f"{int(c.headroom * 100)} % headroom)"
             )
             if tp > 1:
                 w1, kv1 = tried[0][2], tried[0][3]
@@ -314,7 +315,8 @@ def plan(inputs: dict) -> dict:
         dec.add(
             "weights",
             weights,
-            f"first of allowed_weights {pol['allowed_weights']} that {gpu['id']} runs and that fits a node (seed: quantize first)",
+            f"first of allowed_weights {pol['allowed_weights']} that {gpu['id']} runs and that fits a node "
+            "(seed: quantize first)",
         )
     else:
         weights = n["weights"]
@@ -323,7 +325,8 @@ def plan(inputs: dict) -> dict:
         if not _gpu_supports(gpu, weights):
             raise PlanError(
                 "weights",
-                f"fp4 (NVFP4) needs a GPU with FP4 tensor cores; {gpu['id']} has none (use b200 or rtx-pro-6000, or fp8)",
+                f"fp4 (NVFP4) needs a GPU with FP4 tensor cores; {gpu['id']} has none (use b200 or "
+                "rtx-pro-6000, or fp8)",
             )
         dec.add("weights", weights, "given by the inventory")
     if weights == "fp8" and not gpu.get("fp8_native"):
@@ -368,7 +371,8 @@ def plan(inputs: dict) -> dict:
             dec.add(
                 "speculative decoding",
                 "ngram",
-                f"{spec_name(spec)}: the draft/MTP weights would not fit the minimum layout (seed: strict memory budget -> n-gram)",
+                f"{spec_name(spec)}: the draft/MTP weights would not fit the minimum layout (seed: strict "
+                "memory budget -> n-gram)",
             )
             c = _Ctx(n, gpu, weights, kv_dtype, spec)
 
@@ -377,10 +381,7 @@ def plan(inputs: dict) -> dict:
 
     # ---- DP / EP (seed section 3: DP after TP; EP+DP for MoE within a node)
     moe = model["kind"] == "moe"
-    if moe and pp == 1:
-        dp_engine = gpn // tp
-    else:
-        dp_engine = 1
+    dp_engine = gpn // tp if moe and pp == 1 else 1
 
     # ---- context parallel (seed section 3: DCP first for long decode, PCP for long prefill)
     long_ctx = pol["long_context_tokens"]
@@ -425,7 +426,8 @@ def plan(inputs: dict) -> dict:
     if mem["blocks"] < sz.blocks_per_request(n["max_model_len"], mem["geom"], dcp):
         raise PlanError(
             "max_model_len",
-            f"one {n['max_model_len']}-token sequence does not fit the KV pool ({mem['kv_pool_gib_per_gpu']} GiB/GPU); lower max_model_len",
+            f"one {n['max_model_len']}-token sequence does not fit the KV pool "
+            f"({mem['kv_pool_gib_per_gpu']} GiB/GPU); lower max_model_len",
         )
     _kv_decisions(c, n, mem, tp, dcp, spec, dec)
 
@@ -460,7 +462,8 @@ def plan(inputs: dict) -> dict:
         dec.add("concurrent sessions", sessions, f"Little's law: {lam} req/s x {_r(e2e, 2)} s per request")
     if ttft_p95_s * 1000 > slo["ttft_p95_ms"]:
         warnings.append(
-            f"estimated prefill time of a p95 prompt ({traffic['prompt_tokens_p95']} tokens) is {_r(ttft_p95_s * 1000, 0)} ms "
+            f"estimated prefill time of a p95 prompt ({traffic['prompt_tokens_p95']} tokens) is "
+            f"{_r(ttft_p95_s * 1000, 0)} ms "
             f"on one engine, above the TTFT SLO {slo['ttft_p95_ms']} ms"
         )
 
@@ -481,7 +484,8 @@ def plan(inputs: dict) -> dict:
                 "claim": "prefill:decode workers 1:3 to 1:5 for chat (seed section 4)",
                 "seed": "1:3 - 1:5",
                 "plan": f"1:{_r(ratio, 1)}" if ratio else "n/a",
-                "note": "ratio follows from per-GPU rates and E2E time; the seed's 30 req/s and 150 sessions give ~1:1.9 at E2E 9.3 s",
+                "note": "ratio follows from per-GPU rates and E2E time; the seed's 30 req/s and 150 sessions "
+                "give ~1:1.9 at E2E 9.3 s",
             }
         )
     else:
@@ -512,7 +516,8 @@ def plan(inputs: dict) -> dict:
         pools["serve"]["sessions_per_replica"] = s_engine
         if required and required > replicas:
             warnings.append(
-                f"traffic needs {required} engine(s) of {engine_gpus} GPUs at target utilization {util_t}; the hardware has {replicas}"
+                f"traffic needs {required} engine(s) of {engine_gpus} GPUs at target utilization {util_t}; "
+                f"the hardware has {replicas}"
             )
         main_mem, main_lay, main_ctx = mem, {"tp": tp, "pp": pp, "dp": dp_engine, "ep": ep, "dcp": dcp, "pcp": pcp}, c
         main_lay["replicas"] = replicas
@@ -691,7 +696,8 @@ def _choose_speculative(model: dict, pol: dict, dec: _Decisions) -> dict | None:
         dec.add(
             "speculative decoding",
             "ngram",
-            "code completion: repetitive structure gives n-gram/prompt-lookup a high hit rate, no draft to host (seed section 6)",
+            "code completion: repetitive structure gives n-gram/prompt-lookup a high hit rate, no draft to "
+            "host (seed section 6)",
         )
         return _ngram_spec()
     if model["kind"] == "moe" and model.get("mtp_method"):
@@ -712,7 +718,8 @@ def _choose_speculative(model: dict, pol: dict, dec: _Decisions) -> dict | None:
         dec.add(
             "speculative decoding",
             mtp["method"],
-            "seed recommends EAGLE 3.1 for dense Qwen3.6, but the catalog has no EAGLE draft for it; the checkpoint ships a "
+            "seed recommends EAGLE 3.1 for dense Qwen3.6, but the catalog has no EAGLE draft for it; the "
+            "checkpoint ships a "
             "trained MTP head, which the seed calls the natural choice for MTP-trained models",
         )
         return mtp
@@ -730,7 +737,8 @@ def _choose_dcp(model: dict, pol: dict, tp: int, decode_ctx: int, long_ctx: int,
         if tp % d:
             raise PlanError(
                 "policy.dcp",
-                f"DCP={d} must divide TP={tp} (DCP reuses the TP ranks); valid: {', '.join(str(x) for x in _divisors(tp))}",
+                f"DCP={d} must divide TP={tp} (DCP reuses the TP ranks); valid: "
+                f"{', '.join(str(x) for x in _divisors(tp))}",
             )
         dec.add("decode context parallel", d, "policy dcp")
         return d
@@ -745,13 +753,11 @@ def _choose_dcp(model: dict, pol: dict, tp: int, decode_ctx: int, long_ctx: int,
         dec.add(
             "decode context parallel",
             1,
-            f"long decode ({decode_ctx} tokens) wants DCP, but DCP reuses TP ranks and needs TP >= 2 (TP % DCP == 0); TP=1 here",
+            f"long decode ({decode_ctx} tokens) wants DCP, but DCP reuses TP ranks and needs TP >= 2 (TP % "
+            "DCP == 0); TP=1 here",
         )
         return 1
-    if model["attention"] == "mla":
-        d = tp
-    else:
-        d = max(2, tp // model["num_key_value_heads"])
+    d = tp if model["attention"] == "mla" else max(2, tp // model["num_key_value_heads"])
     while tp % d:
         d -= 1
     dec.add(
@@ -759,7 +765,8 @@ def _choose_dcp(model: dict, pol: dict, tp: int, decode_ctx: int, long_ctx: int,
         d,
         f"long decode ({decode_ctx} tokens): DCP shards KV over the existing TP={tp} ranks, no new GPUs"
         + (
-            f"; TP={tp} over {model['num_key_value_heads']} KV heads replicates KV {tp // model['num_key_value_heads']}x, DCP={d} removes it"
+            f"; TP={tp} over {model['num_key_value_heads']} KV heads replicates KV "
+            f"{tp // model['num_key_value_heads']}x, DCP={d} removes it"
             if model["attention"] != "mla" and tp > model["num_key_value_heads"]
             else ""
         )
@@ -841,7 +848,8 @@ def _kv_decisions(c: _Ctx, n: dict, mem: dict, tp: int, dcp: int, spec, dec: _De
         dec.add(
             "kv block size",
             geom["block_size"],
-            f"hybrid GDN: vLLM raises the attention block to hold one {int(geom['state_bytes_per_layer'])} B GDN layer state per GPU "
+            f"hybrid GDN: vLLM raises the attention block to hold one {int(geom['state_bytes_per_layer'])} "
+            "B GDN layer state per GPU "
             f"(padding {_r(geom['state_padding_pct'], 2)} %); state per sequence {_r(st / 1e6, 1)} MB"
             + (
                 f"; {c.num_spec} speculative tokens add conv rows (block {mem['block_size_no_spec']} without)"
@@ -858,7 +866,8 @@ def _kv_decisions(c: _Ctx, n: dict, mem: dict, tp: int, dcp: int, spec, dec: _De
         (
             f"--kv-cache-memory-bytes={n['kv_cache_memory_bytes']}"
             if n["kv_cache_memory_bytes"] is not None
-            else f"{mem['gpu_memory_gib']} GiB x {n['gpu_memory_utilization']} - {mem['weights_gib_per_gpu']} GiB weights - {mem['overhead_gib_per_gpu']} GiB activations/graphs/NCCL"
+            else f"{mem['gpu_memory_gib']} GiB x {n['gpu_memory_utilization']} - "
+            f"{mem['weights_gib_per_gpu']} GiB weights - {mem['overhead_gib_per_gpu']} GiB activations/graphs/NCCL"
         )
         + f" -> {mem['blocks']} blocks of {geom['block_size']} tokens",
     )
@@ -881,7 +890,8 @@ def _check_slo(c: _Ctx, n: dict, gpn: int, nodes: int) -> None:
     if best_tpot is not None and best_tpot * 1000 > tpot:
         raise PlanError(
             "slo.tpot_p95_ms",
-            f"{tpot} ms cannot be met: one sequence needs at least {_r(best_tpot * 1000, 2)} ms per token on {c.gpu['id']} "
+            f"{tpot} ms cannot be met: one sequence needs at least {_r(best_tpot * 1000, 2)} ms per token "
+            f"on {c.gpu['id']} "
             f"(its weight shard read once per step at 100 % of {c.gpu['bandwidth_tb_s']} TB/s, widest layout); "
             f"use >= {math.ceil(best_tpot * 1000)} ms, a faster GPU or smaller weights",
         )
@@ -892,8 +902,10 @@ def _check_slo(c: _Ctx, n: dict, gpn: int, nodes: int) -> None:
     if t > n["slo"]["ttft_p95_ms"]:
         raise PlanError(
             "slo.ttft_p95_ms",
-            f"{n['slo']['ttft_p95_ms']} ms cannot be met: prefilling a p95 prompt of {p95} tokens takes at least {_r(t, 1)} ms "
-            f"even on all {allg} GPUs at 100 % of {pr['peak_kind']} peak; use >= {math.ceil(t)} ms, shorter prompts or more/faster GPUs",
+            f"{n['slo']['ttft_p95_ms']} ms cannot be met: prefilling a p95 prompt of {p95} tokens takes at "
+            f"least {_r(t, 1)} ms "
+            f"even on all {allg} GPUs at 100 % of {pr['peak_kind']} peak; use >= {math.ceil(t)} ms, shorter "
+            "prompts or more/faster GPUs",
         )
 
 
@@ -919,7 +931,8 @@ def _choose_disagg(c, n, pol, replicas, sessions, lam, pr, engine_gpus, s_engine
     if sessions < pol["pd_min_sessions"]:
         return (
             False,
-            f"{sessions} concurrent sessions < {pol['pd_min_sessions']}: below ~100 sessions the transfer hop costs more than it saves (seed 7.6)",
+            f"{sessions} concurrent sessions < {pol['pd_min_sessions']}: below ~100 sessions the transfer "
+            "hop costs more than it saves (seed 7.6)",
         )
     if replicas < 2 and not has_decode_hw:
         return False, "fewer than two engines: two pools of one are worse than one pool of two (seed section 4)"
@@ -1185,13 +1198,15 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
     dec.add(
         "decode pool (Little's law)",
         f"{need_d} GPUs",
-        f"{sessions} sessions / ({_r(per_gpu, 1)} sessions per {dgpu['id']} at TPOT {n['slo']['tpot_p95_ms']} ms, MBU {pol['decode_mbu']}"
+        f"{sessions} sessions / ({_r(per_gpu, 1)} sessions per {dgpu['id']} at TPOT "
+        f"{n['slo']['tpot_p95_ms']} ms, MBU {pol['decode_mbu']}"
         f", capped by KV {kv_cap} and max_num_seqs) / target utilization {u}",
     )
     dec.add(
         "prefill pool (Little's law)",
         f"{need_p} GPUs",
-        f"{_r(lam, 1)} req/s x {n['traffic']['prompt_tokens_mean']} tokens / ({_r(pr1['tokens_per_s'], 0)} tok/s per {gpu['id']} at MFU {pol['prefill_mfu']} "
+        f"{_r(lam, 1)} req/s x {n['traffic']['prompt_tokens_mean']} tokens / ({_r(pr1['tokens_per_s'], 0)} "
+        f"tok/s per {gpu['id']} at MFU {pol['prefill_mfu']} "
         f"of {pr1['peak_kind']} peak) / target utilization {u}",
     )
     # fit pools to the hardware
@@ -1204,7 +1219,8 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         d_gpus = max(dtp * dpp, p_avail - p_gpus)
     if p_gpus < need_p or d_gpus < need_d:
         warnings.append(
-            f"traffic needs {need_p} prefill + {need_d} decode GPUs; the hardware gives {p_gpus} + {d_gpus} (pools scaled down)"
+            f"traffic needs {need_p} prefill + {need_d} decode GPUs; the hardware gives {p_gpus} + {d_gpus} "
+            "(pools scaled down)"
         )
     if pcp > 1 or pp > 1:
         p_dp = 1
@@ -1226,7 +1242,8 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         dec.add(
             "kv block size (P/D)",
             bs,
-            f"prefill ({pmem['geom']['block_size']}) and decode ({dmem['geom']['block_size']}) pools differ; KV transfer needs one block size",
+            f"prefill ({pmem['geom']['block_size']}) and decode ({dmem['geom']['block_size']}) pools "
+            "differ; KV transfer needs one block size",
         )
     pools = {
         "prefill": _pool(
@@ -1282,7 +1299,8 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
                 "claim": claim,
                 "seed": f"{val} GB",
                 "plan": f"{_r(wgb, 1)} GB ({_r(c.wb['total'] / GIB, 2)} GiB)",
-                "note": "embedding/lm_head stay BF16 in quantized checkpoints; vision tower loaded unless --language-model-only",
+                "note": "embedding/lm_head stay BF16 in quantized checkpoints; vision tower loaded unless "
+                "--language-model-only",
             }
         )
     geom = mem["geom"]
@@ -1292,8 +1310,10 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
             {
                 "claim": "96 GB - 27 GB - 4 GB = 65 GB of KV -> ~2 M FP8 tokens (seed 7.6)",
                 "seed": "65 GB, ~2,000,000 tokens",
-                "plan": f"{mem['kv_pool_gib_per_gpu']} GiB, {mem['tokens']} tokens in blocks ({mem['reported_tokens']} as vLLM logs it)",
-                "note": f"vLLM budgets {n['gpu_memory_utilization']} of {mem['gpu_memory_gib']} GiB and measures ~7.3 GiB of "
+                "plan": f"{mem['kv_pool_gib_per_gpu']} GiB, {mem['tokens']} tokens in blocks "
+                f"({mem['reported_tokens']} as vLLM logs it)",
+                "note": f"vLLM budgets {n['gpu_memory_utilization']} of {mem['gpu_memory_gib']} GiB and "
+                "measures ~7.3 GiB of "
                 "activations/graphs; the seed assumes 100 % use",
             }
         )
@@ -1305,7 +1325,8 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
                         "claim": f"~{seed_n} sessions at {ctx // 1024}k (seed 7.6)",
                         "seed": seed_n,
                         "plan": got,
-                        "note": f"with the seed's 65 GB pool vLLM's block math gives {sz.max_sequences(b65, ctx, geom, 1)}; "
+                        "note": "with the seed's 65 GB pool vLLM's block math gives "
+                        f"{sz.max_sequences(b65, ctx, geom, 1)}; "
                         f"each sequence also holds {geom['gdn_groups']} GDN state blocks",
                     }
                 )
@@ -1314,7 +1335,8 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
                 "claim": "~4 sessions at 512k with FP4 KV (seed 7.6)",
                 "seed": 4,
                 "plan": "not plannable: 524288 tokens exceed the 262144-token native window",
-                "note": f"FP8 KV already gives {sz.max_sequences(b65, 524288, geom, 1)} in the seed's 65 GB (block math); "
+                "note": f"FP8 KV already gives {sz.max_sequences(b65, 524288, geom, 1)} in the seed's 65 GB "
+                "(block math); "
                 "NVFP4 KV would give ~6-7; '~4 with FP4' matches a 1M context",
             }
         )
@@ -1338,7 +1360,8 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
                 "claim": "one H100 of prefill per ~30 req/s at 800-token prompts (seed section 4)",
                 "seed": "30 req/s",
                 "plan": f"{_r(rate, 1)} req/s at MFU {pol['prefill_mfu']}",
-                "note": f"30 req/s implies MFU {_r(implied, 3)} of FP8 peak ({_r(f800 / 1e9, 2)} GFLOP/token); measured vLLM "
+                "note": f"30 req/s implies MFU {_r(implied, 3)} of FP8 peak ({_r(f800 / 1e9, 2)} "
+                "GFLOP/token); measured vLLM "
                 "prefill reaches 0.10-0.20",
             }
         )
@@ -1350,8 +1373,10 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
             {
                 "claim": "one L40S-class decode GPU per ~150 concurrent sessions (seed section 4)",
                 "seed": "150 sessions",
-                "plan": f"{_r(s45, 0)} at TPOT 45 ms, {_r(sp, 0)} at TPOT {_r(tpot_s * 1000, 0)} ms (EP group of 4, MBU {pol['decode_mbu']})",
-                "note": "holds only for TPOT ~45 ms in an EP group >= 4: each session moves ~129 MB of GDN state per step; "
+                "plan": f"{_r(s45, 0)} at TPOT 45 ms, {_r(sp, 0)} at TPOT {_r(tpot_s * 1000, 0)} ms (EP group "
+                f"of 4, MBU {pol['decode_mbu']})",
+                "note": "holds only for TPOT ~45 ms in an EP group >= 4: each session moves ~129 MB of GDN "
+                "state per step; "
                 "one L40S alone cannot hold the FP8 weights plus 150 sessions",
             }
         )

@@ -164,7 +164,8 @@ def resolve_model(inputs: dict) -> dict:
         if model["attention"] == "hybrid_gdn" and not isinstance(model.get("gdn"), dict):
             raise PlanError(
                 "model_architecture.gdn",
-                "is required for attention: hybrid_gdn (num_key_heads, num_value_heads, key_head_dim, value_head_dim, conv_kernel)",
+                "is required for attention: hybrid_gdn (num_key_heads, num_value_heads, key_head_dim, "
+                "value_head_dim, conv_kernel)",
             )
         if model["attention"] == "mla" and not isinstance(model.get("mla"), dict):
             raise PlanError(
@@ -348,13 +349,15 @@ def normalize(inputs: dict) -> dict:
         if traffic[f"{kind}_tokens_p95"] < traffic[f"{kind}_tokens_mean"]:
             raise PlanError(
                 f"traffic.{kind}_tokens_p95",
-                f"{traffic[f'{kind}_tokens_p95']} is below the mean {traffic[f'{kind}_tokens_mean']}; p95 must be >= mean",
+                f"{traffic[f'{kind}_tokens_p95']} is below the mean {traffic[f'{kind}_tokens_mean']}; p95 "
+                "must be >= mean",
             )
     for k in ("prompt_tokens_mean", "prompt_tokens_p95"):
         if traffic[k] >= mml:
             raise PlanError(
                 f"traffic.{k}",
-                f"prompt of {traffic[k]} tokens does not fit max_model_len {mml} (prompt plus at least one output token); "
+                f"prompt of {traffic[k]} tokens does not fit max_model_len {mml} (prompt plus at least one "
+                "output token); "
                 f"raise max_model_len (up to {maxpos}) or shorten prompts",
             )
     if traffic["concurrent_sessions"] is None and traffic["arrival_rate_rps"] is None:

@@ -14,6 +14,17 @@ from xml.sax.saxutils import escape
 COLORS = {"weights": "#4e79a7", "kv": "#59a14f", "overhead": "#f28e2b", "reserved": "#bab0ac"}
 
 
+def _svg_open(width: int, height: int) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">'
+    )
+
+
+def _title(text: str) -> str:
+    return f'<text x="10" y="22" font-size="14" font-weight="bold">{escape(text)}</text>'
+
+
 def _pools(plan: dict) -> list[tuple[str, dict]]:
     return [(k, v) for k, v in plan["pools"].items() if v]
 
@@ -24,8 +35,8 @@ def memory_svg(plan: dict) -> str:
     width, left, bar_h, gap, top = 760, 150, 26, 18, 40
     height = top + len(rows) * (bar_h + gap) + 50
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
-        f'<text x="10" y="22" font-size="14" font-weight="bold">Per-GPU memory (GiB): {escape(plan["model"]["id"])}</text>',
+        _svg_open(width, height),
+        _title(f"Per-GPU memory (GiB): {plan['model']['id']}"),
     ]
     scale_max = max(v["memory"]["gpu_memory_gib"] for _, v in rows)
     span = width - left - 20
@@ -45,7 +56,8 @@ def memory_svg(plan: dict) -> str:
             if w <= 0:
                 continue
             out.append(
-                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS[name]}"><title>{name}: {val:.2f} GiB</title></rect>'
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS[name]}">'
+                f"<title>{name}: {val:.2f} GiB</title></rect>"
             )
             if w > 38:
                 out.append(f'<text x="{x + 4:.1f}" y="{y + bar_h * 0.7:.1f}" fill="white">{val:.1f}</text>')
@@ -79,11 +91,11 @@ def pools_svg(plan: dict) -> str:
     scale_max = max([v for pair in vals for v in pair if v] + [1])
     span = width - left - 80
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
-        f'<text x="10" y="22" font-size="14" font-weight="bold">Pool sizes (GPUs): {escape(plan["model"]["id"])}</text>',
+        _svg_open(width, height),
+        _title(f"Pool sizes (GPUs): {plan['model']['id']}"),
     ]
     y = top
-    for (role, p), (planned, req) in zip(rows, vals):
+    for (role, p), (planned, req) in zip(rows, vals, strict=True):
         out.append(f'<text x="10" y="{y + bar_h * 0.75:.1f}">{escape(role)} ({escape(p["gpu"])})</text>')
         w = span * planned / scale_max
         out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="#4e79a7"/>')
