@@ -27,7 +27,7 @@ description:
     negative rates, a model that does not fit, an SLO no size can meet) fail with a message that names the
     input, says what is wrong and by how much, and what would work.
 author:
-  - inference.blueprints maintainers
+  - inference.blueprints maintainers (@inference-blueprints)
 options:
   model:
     description:

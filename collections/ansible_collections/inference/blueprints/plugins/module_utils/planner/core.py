@@ -260,7 +260,7 @@ def decode_sessions(
     )
     frac = 1.0
     s_rank = 0.0
-    for _ in range(20):
+    for _iteration in range(20):
         w = sz.weights_read_per_step(c.wb, tp, pp, ep, frac)
         s_rank = max(0.0, (tpot_s * bw - pp * w) / per_seq)
         frac = sz.expert_fraction_touched(model, max(1.0, s_rank * dp / pp))

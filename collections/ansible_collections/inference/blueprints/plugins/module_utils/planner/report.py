@@ -38,7 +38,7 @@ def memory_svg(plan: dict) -> str:
         _svg_open(width, height),
         _title(f"Per-GPU memory (GiB): {plan['model']['id']}"),
     ]
-    scale_max = max(v["memory"]["gpu_memory_gib"] for _, v in rows)
+    scale_max = max(v["memory"]["gpu_memory_gib"] for _role, v in rows)
     span = width - left - 20
     y = top
     for role, pool in rows:
@@ -83,7 +83,7 @@ def pools_svg(plan: dict) -> str:
     width, left, bar_h, gap, top = 760, 150, 22, 22, 40
     height = top + len(rows) * (2 * bar_h + gap) + 40
     vals = []
-    for _, p in rows:
+    for _role, p in rows:
         req = p.get("required_gpus")
         if req is None and p.get("required_replicas") is not None:
             req = p["required_replicas"] * p["gpus_per_replica"]
