@@ -81,12 +81,15 @@ def test_acceptance_8x_h100(capsys, model):
         "--format",
         "yaml",
     )
-    if model == "Qwen3.5-397B-A17B":
-        # ~372 GiB of FP8 weights on one node leave ~18 GiB/GPU (< 30 % headroom): the seed uses 2 nodes (PP=2)
-        assert rc == 2 and "--model" in err and "16 x h100" in err
-        return
     assert rc == 0, err
     p = yaml.safe_load(out)
+    if model == "Qwen3.5-397B-A17B":
+        # sizing: ~50 GB/GPU of FP8 weights on one 8xH100 node leave ~15-20 GiB/GPU for KV; that is under the
+        # 30 % headroom (the seed's 16-GPU row uses PP=2), so the plan warns
+        assert (p["layout"]["tp"], p["layout"]["ep"]) == (8, 8)
+        assert 15 <= p["memory"]["kv_pool_gib_per_gpu"] <= 20
+        assert any("below the KV headroom" in w for w in p["warnings"])
+        return
     assert p["layout"]["dp"] == 8
     assert p["layout"]["ep"] == (8 if model == "Qwen3.5-35B-A3B" else 1)
 

@@ -195,7 +195,7 @@ def test_edge_397b_does_not_fit_one_card():
         msg = str(e.value)
         assert e.value.field == "model"
         assert "does not fit" in msg and "short" in msg and "would fit" in msg
-        assert re.search(r"would fit: .*rtx-pro-6000", msg)
+        assert re.search(r"would fit with KV headroom: .*rtx-pro-6000", msg)
 
 
 def test_edge_sessions_threshold_keeps_one_instance():

@@ -99,15 +99,16 @@ class _Ctx:
             return float(self.kvmem)
         return self.budget - w_gpu - self.overhead(world)
 
-    def fits(self, tp: int, pp: int, num_spec: int | None = None) -> tuple[bool, float, float]:
+    def fits(self, tp: int, pp: int, num_spec: int | None = None, headroom: bool = True) -> tuple[bool, float, float]:
         """Seed 002 section 3 fit test for a full replica (no EP sharding): weights/(TP x PP) plus overhead
-        must leave a KV pool of at least kv_headroom_fraction of the budget and one max_model_len sequence."""
+        must leave a KV pool of at least kv_headroom_fraction of the budget (``headroom``) and one
+        max_model_len sequence."""
         w = self.wb["total"] / (tp * pp)
         kv = self.kv_pool(w, tp * pp)
         if self.kvmem is not None:
             ok = w + self.overhead(tp * pp) + kv <= self.total
         else:
-            ok = kv >= self.headroom * self.budget
+            ok = kv >= (self.headroom * self.budget if headroom else 0.0) and kv > 0
         geom = sz.block_geometry(self.model, self.kv_bytes, tp, pp, self.num_spec if num_spec is None else num_spec)
         blocks = sz.num_blocks(kv, geom)
         ok = ok and blocks >= sz.blocks_per_request(self.n["max_model_len"], geom)
@@ -144,7 +145,7 @@ def choose_layout(c: _Ctx, gpn: int, nodes: int, dec: _Decisions, label: str) ->
         ok, w, kv = c.fits(tp, pp)
         tried.append((tp, pp, w, kv))
         if ok:
-            one = tried[-1]
+            one = next(t for t in tried if t[1] == 1 and t[0] == tp)
             dec.add(
                 f"{label}: pipeline parallel",
                 pp,
@@ -154,7 +155,20 @@ def choose_layout(c: _Ctx, gpn: int, nodes: int, dec: _Decisions, label: str) ->
             )
             dec.add(f"{label}: tensor parallel", tp, f"a whole node per pipeline stage ({gpn} GPUs)")
             return {"tp": tp, "pp": pp}
-    raise _infeasible(c, gpn, nodes, tried[-1])
+    # nothing meets the headroom: take the layout with the most KV that still holds one max_model_len sequence
+    ok_min = [t for t in tried if c.fits(t[0], t[1], headroom=False)[0]]
+    if ok_min:
+        tp, pp, w, kv = max(ok_min, key=lambda t: (t[3], -t[0] * t[1]))
+        msg = (
+            f"below the KV headroom: the widest layout leaves {_r(kv / GIB)} GiB/GPU for KV "
+            f"({_r(kv / c.budget * 100, 1)} % of {_r(c.budget / GIB)} GiB < {int(c.headroom * 100)} %); "
+            "more nodes (PP) or smaller weights would restore it"
+        )
+        if pp > 1:
+            dec.add(f"{label}: pipeline parallel", pp, msg)
+        dec.add(f"{label}: tensor parallel", tp, msg if pp == 1 else f"a whole node per pipeline stage ({gpn} GPUs)")
+        return {"tp": tp, "pp": pp, "below_headroom": msg}
+    raise _infeasible(c, gpn, nodes, max(tried, key=lambda t: t[3]))
 
 
 def _infeasible(c: _Ctx, gpn: int, nodes: int, best: tuple) -> PlanError:
@@ -169,17 +183,19 @@ def _infeasible(c: _Ctx, gpn: int, nodes: int, best: tuple) -> PlanError:
             f"{_r(over / GIB, 1)} GiB (TP={tp}); lower kv_cache_memory_bytes"
         )
         return PlanError("kv_cache_memory_bytes", msg)
-    need = c.headroom * c.budget
+    geom = sz.block_geometry(c.model, c.kv_bytes, tp, pp, c.num_spec)
+    need = sz.blocks_per_request(c.n["max_model_len"], geom) * geom["block_bytes"]
     short = need - kv
     msg = (
         f"{model['id']} with {c.weights} weights ({_r(c.wb['total'] / GIB, 1)} GiB) does not fit {where}: "
-        f"the widest layout (TP={tp}, PP={max(pp, 1)}) holds {_r(w / GIB, 1)} GiB of weights per GPU and leaves "
-        f"{_r(kv / GIB, 1)} GiB for KV of a {_r(c.budget / GIB, 1)} GiB budget (gpu_memory_utilization {c.util}), "
-        f"{_r(short / GIB, 1)} GiB short of the {_r(need / GIB, 1)} GiB KV headroom (kv_headroom_fraction {c.headroom})"
+        f"the widest layout (TP={tp}, PP={max(pp, 1)}) holds {_r(w / GIB, 1)} GiB of weights and "
+        f"{_r(c.overhead(tp * pp) / GIB, 1)} GiB of activations per GPU, leaving {_r(kv / GIB, 1)} GiB of a "
+        f"{_r(c.budget / GIB, 1)} GiB budget (gpu_memory_utilization {c.util}) for KV: {_r(short / GIB, 1)} GiB short "
+        f"of the {_r(need / GIB, 2)} GiB one {c.n['max_model_len']}-token sequence needs"
     )
     sugg = suggest_fits(c)
     if sugg:
-        msg += "; would fit: " + "; ".join(sugg)
+        msg += "; would fit with KV headroom: " + "; ".join(sugg)
     return PlanError("model", msg)
 
 
@@ -377,6 +393,8 @@ def plan(inputs: dict) -> dict:
             c = _Ctx(n, gpu, weights, kv_dtype, spec)
 
     lay = choose_layout(c, gpn, nodes, dec, "serve")
+    if lay.get("below_headroom"):
+        warnings.append("serve/prefill layout " + lay["below_headroom"])
     tp, pp = lay["tp"], lay["pp"]
 
     # ---- DP / EP (seed section 3: DP after TP; EP+DP for MoE within a node)
@@ -1174,6 +1192,8 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         dweights = c.weights if _gpu_supports(dgpu, c.weights) else "fp8"
         cd = _Ctx(n, dgpu, dweights, kvd, c.spec)
         dl = choose_layout(cd, dgpn, dnodes, dec, "decode")
+        if dl.get("below_headroom"):
+            warnings.append("decode layout " + dl["below_headroom"])
         dtp, dpp = dl["tp"], dl["pp"]
         d_avail = dgpn * dnodes
         p_avail = gpn * nodes
