@@ -622,6 +622,12 @@ def plan(inputs: dict) -> dict:
         if pol["kv_offload"] != "none"
         else None,
         "engine_args": main_pool["engine_args"],
+        "autoscaling": {
+            "scale_to_zero": pol["scale_to_zero"],
+            "min_replicas": 0 if pol["scale_to_zero"] else min(pol["min_replicas"], main_pool["replicas"]),
+            "max_replicas": main_pool["replicas"],
+            "target_utilization": pol["target_utilization"],
+        },
         "vllm_version": n["vllm_version"],
         "traffic": dict(traffic, arrival_rate_rps=_r(lam, 3), concurrent_sessions=sessions),
         "slo": slo,
