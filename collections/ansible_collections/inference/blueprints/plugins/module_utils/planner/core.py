@@ -392,7 +392,7 @@ def plan(inputs: dict) -> dict:
             )
             c = _Ctx(n, gpu, weights, kv_dtype, spec)
 
-    lay = choose_layout(c, gpn, nodes, dec, "serve")
+    lay = choose_layout(c, gpn, nodes, dec, "engine")
     if lay.get("below_headroom"):
         warnings.append("serve/prefill layout " + lay["below_headroom"])
     tp, pp = lay["tp"], lay["pp"]
@@ -487,7 +487,7 @@ def plan(inputs: dict) -> dict:
 
     # ---- disaggregation (seed section 4)
     disagg, dis_why = _choose_disagg(c, n, pol, replicas, sessions, lam, pr, engine_gpus, s_engine, dp_engine)
-    dec.add("disaggregation", disagg, dis_why)
+    dec.add("disaggregation", disagg, dis_why + ("; the pools below replace the single-pool layout" if disagg else ""))
 
     pools: dict = {"prefill": None, "decode": None, "serve": None}
     flagset = data.vllm_flags(n["vllm_version"])
@@ -1252,11 +1252,11 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         p_dp = 1
         p_reps = max(1, p_gpus // (tp * pp * pcp))
     else:
-        p_reps, p_dp = _best_split(need_p, p_gpus, tp, gpn, moe)
+        p_reps, p_dp = _best_split(min(need_p, p_gpus), p_avail if n["decode"] else p_gpus, tp, gpn, moe)
     if dpp > 1:
         d_dp, d_reps = 1, max(1, d_gpus // (dtp * dpp))
     else:
-        d_reps, d_dp = _best_split(need_d, d_gpus, dtp, dgpn, moe)
+        d_reps, d_dp = _best_split(min(need_d, d_gpus), d_avail if n["decode"] else d_gpus, dtp, dgpn, moe)
     p_ep = tp * pcp * p_dp if moe and tp * pcp * p_dp > 1 else 1
     d_ep = dtp * d_dp if moe and dtp * d_dp > 1 else 1
     pmem = engine_memory(cp, tp, pp, p_dp, p_ep, 1, pcp, 0, n)
@@ -1297,6 +1297,14 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         ),
         "serve": None,
     }
+    for role, pl, mm in (("prefill", pools["prefill"], pmem), ("decode", pools["decode"], dmem)):
+        dec.add(
+            f"{role} pool",
+            f"{pl['replicas']} x {pl['gpus_per_replica']} {pl['gpu']}",
+            f"TP={pl['tp']} PP={pl['pp']} DP={pl['dp']} EP={pl['ep']} DCP={pl['dcp']} PCP={pl['pcp']}; "
+            f"{mm['weights_gib_per_gpu']} GiB weights + {mm['overhead_gib_per_gpu']} GiB overhead leave "
+            f"{mm['kv_pool_gib_per_gpu']} GiB/GPU for KV ({mm['blocks']} blocks of {mm['geom']['block_size']} tokens)",
+        )
     pools["prefill"]["required_gpus"] = need_p
     pools["decode"]["required_gpus"] = need_d
     pools["decode"]["sessions_per_gpu"] = _r(per_gpu, 1)
@@ -1399,8 +1407,9 @@ def _seed_notes(n, c, mem, weights, kv_dtype, tpot_s, tp, dcp, decode_ctx, long_
             {
                 "claim": "one L40S-class decode GPU per ~150 concurrent sessions (seed section 4)",
                 "seed": "150 sessions",
-                "plan": f"{_r(s45, 0)} at TPOT 45 ms, {_r(sp, 0)} at TPOT {_r(tpot_s * 1000, 0)} ms (EP group "
-                f"of 4, MBU {pol['decode_mbu']})",
+                "plan": f"{_r(s45, 0)} at TPOT 45 ms"
+                + (f", {_r(sp, 0)} at TPOT {_r(tpot_s * 1000, 0)} ms" if abs(tpot_s - 0.045) > 1e-9 else "")
+                + f" (EP group of 4, MBU {pol['decode_mbu']})",
                 "note": "holds only for TPOT ~45 ms in an EP group >= 4: each session moves ~129 MB of GDN "
                 "state per step; "
                 "one L40S alone cannot hold the FP8 weights plus 150 sessions",
