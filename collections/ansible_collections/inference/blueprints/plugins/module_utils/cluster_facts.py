@@ -101,7 +101,8 @@ def summarize_node(node):
     gpu_present = _truthy(labels.get("nvidia.com/gpu.present")) or pci_gpu or gpu_resource_count > 0 or label_count > 0
     product = labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name") or ""
     count = label_count or gpu_resource_count
-    rdma_resources = sorted(k for k, v in allocatable.items() if k.startswith(RDMA_RESOURCE_PREFIXES) and _int(v) > 0)
+    resources = {**capacity, **allocatable}
+    rdma_resources = sorted(k for k, v in resources.items() if k.startswith(RDMA_RESOURCE_PREFIXES) and _int(v) > 0)
     rdma_labels = sorted(k for k in RDMA_LABELS + (BLUEPRINT_RDMA_LABEL,) if _truthy(labels.get(k)))
     mellanox = any(_truthy(labels.get(k)) for k in NIC_PCI_LABELS)
     node_info = status.get("nodeInfo") or {}
@@ -155,10 +156,45 @@ def _openshift_version(cv):
     return (status.get("desired") or {}).get("version")
 
 
-def gather(get, groups=DEFAULT_GROUPS, packages=()):
-    """Read every fact preflight needs. ``get(path)`` returns parsed JSON or None on 404."""
-    facts = {"source": "cluster", "warnings": []}
+# CRDs whose schema differs between operator releases in ways the roles render for: the
+# property paths they serve are recorded (``crd_fields``), so a role can render for the schema
+# the cluster actually has (for example ClusterPolicy driver.kernelModuleType, added in GPU
+# operator v25.3, versus the older useOpenKernelModules).
+SCHEMA_CRDS = (
+    "clusterpolicies.nvidia.com",
+    "nicclusterpolicies.mellanox.com",
+    "datascienceclusters.datasciencecluster.opendatahub.io",
+    "dscinitializations.dscinitialization.opendatahub.io",
+)
 
+
+def schema_paths(schema, prefix="", depth=4):
+    """Dotted property paths of an OpenAPI v3 schema, down to ``depth`` levels."""
+    out = []
+    if depth <= 0 or not isinstance(schema, dict):
+        return out
+    for name, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}.{name}" if prefix else name
+        out.append(path)
+        out.extend(schema_paths(sub, path, depth - 1))
+    return out
+
+
+def crd_fields(get, names=SCHEMA_CRDS):
+    fields = {}
+    for name in names:
+        crd = get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        if not crd:
+            continue
+        versions = (crd.get("spec") or {}).get("versions") or []
+        storage = next((v for v in versions if v.get("storage")), versions[0] if versions else {})
+        schema = ((storage.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+        fields[name] = sorted(schema_paths(schema.get("spec") or {}, "spec"))
+    return fields
+
+
+def gather_api(get):
+    """Served API groups and versions and the schema fields of SCHEMA_CRDS (the 'api' subset)."""
     api_groups = {"": {"versions": ["v1"], "preferred": "v1"}}
     for group in (get("/apis") or {}).get("groups") or []:
         versions = [v["version"] for v in group.get("versions") or []]
@@ -166,9 +202,20 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
             "versions": versions,
             "preferred": (group.get("preferredVersion") or {}).get("version"),
         }
-    facts["api_groups"] = api_groups
-    facts["served"] = {g: v["versions"] for g, v in api_groups.items()}
-    facts["served_api_versions"] = sorted(f"{g}/{v}" if g else v for g, vs in facts["served"].items() for v in vs)
+    served = {g: v["versions"] for g, v in api_groups.items()}
+    return {
+        "api_groups": api_groups,
+        "served": served,
+        "served_api_versions": sorted(f"{g}/{v}" if g else v for g, vs in served.items() for v in vs),
+        "crd_fields": crd_fields(get),
+    }
+
+
+def gather(get, groups=DEFAULT_GROUPS, packages=()):
+    """Read every fact preflight needs. ``get(path)`` returns parsed JSON or None on 404."""
+    facts = {"source": "cluster", "warnings": []}
+    facts.update(gather_api(get))
+    api_groups = facts["api_groups"]
 
     resources = {}
     for group in groups:
@@ -312,6 +359,7 @@ def facts_from_inventory(hardware, openshift_version=None, single_node=None):
         "api_groups": {},
         "served": {},
         "served_api_versions": [],
+        "crd_fields": {},
         "api_resources": {},
         "openshift": True,
         "openshift_version": openshift_version,
@@ -494,7 +542,7 @@ def requirements_from_plans(plans, hardware, components, overrides=None):
             if not isinstance(pool, dict):
                 continue
             gpu = pool.get("gpu") or (plan.get("hardware") or {}).get("gpu") or hw.get("gpu")
-            count = _int(pool.get("replicas"), 1) * _int(pool.get("gpus_per_replica"), 1)
+            count = _int(pool.get("gpus")) or _int(pool.get("replicas"), 1) * _int(pool.get("gpus_per_replica"), 1)
             if not gpu or count <= 0:
                 continue
             need = gpus.setdefault(gpu, {"gpu": gpu, "count": 0, "for": []})

@@ -27,6 +27,14 @@ options:
     type: str
     choices: [cluster, inventory]
     default: cluster
+  gather_subset:
+    description:
+      - V(all) reads everything; V(api) only the served API groups and versions and the CRD schema fields
+        (used after operators are installed, to learn the APIs they added). Requirements are not
+        evaluated with V(api).
+    type: str
+    choices: [all, api]
+    default: all
   hardware:
     description:
       - The inventory C(hardware) dict (gpu, gpus_per_node, nodes, interconnect, decode_*).
@@ -129,6 +137,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts
     evaluate,
     facts_from_inventory,
     gather,
+    gather_api,
     requirements_from_plans,
 )
 
@@ -150,6 +159,7 @@ def _reader(client):
 def main():
     argument_spec = dict(
         source=dict(type="str", choices=["cluster", "inventory"], default="cluster"),
+        gather_subset=dict(type="str", choices=["all", "api"], default="all"),
         hardware=dict(type="dict", default={}),
         openshift_version=dict(type="str"),
         groups=dict(type="list", elements="str"),
@@ -170,6 +180,8 @@ def main():
             module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(kc.KUBERNETES_IMPORT_ERROR))
         try:
             client = kc.get_client(p)
+            if p["gather_subset"] == "api":
+                module.exit_json(changed=False, cluster_facts=gather_api(_reader(client)), requirements={}, unmet=[])
             groups = tuple(p["groups"]) if p["groups"] else DEFAULT_GROUPS
             facts = gather(_reader(client), groups=groups, packages=p["packages"])
         except kc.ClientError as exc:
