@@ -1206,16 +1206,22 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
     else:
         dgpu, dgpn, cd, dtp, dpp = gpu, gpn, c, tp, pp
         d_avail = p_avail = gpn * nodes
-    # decode sessions per GPU at the TPOT target (whole-node EP group when MoE)
-    ddp = max(1, dgpn // (dtp * dpp)) if moe and dpp == 1 else 1
-    dep = dtp * ddp if moe and dtp * ddp > 1 else 1
-    dmem = engine_memory(cd, dtp, dpp, ddp, dep, dcp if dtp % max(dcp, 1) == 0 else 1, 1, cd.num_spec, n)
+    # decode sessions per GPU at the TPOT target, for an engine of DP ranks (EP group when MoE)
     ddcp = dcp if dtp % max(dcp, 1) == 0 else 1
-    ds = decode_sessions(cd, dtp, dpp, ddp, dep, ddcp, tpot_s, pol["decode_mbu"], ctx_avg)
-    kv_cap = sz.max_sequences(dmem["blocks"], cap_ctx, dmem["geom"], ddcp) * ddp
-    seq_cap = (pol["max_num_seqs"] or 10**9) * ddp
-    s_eng = min(ds["sessions_per_engine"], kv_cap, seq_cap)
-    per_gpu = s_eng / (dtp * dpp * ddp)
+
+    def decode_rate(ddp):
+        dep = dtp * ddp if moe and dtp * ddp > 1 else 1
+        mem = engine_memory(cd, dtp, dpp, ddp, dep, ddcp, 1, cd.num_spec, n)
+        ds = decode_sessions(cd, dtp, dpp, ddp, dep, ddcp, tpot_s, pol["decode_mbu"], ctx_avg)
+        kv_cap = sz.max_sequences(mem["blocks"], cap_ctx, mem["geom"], ddcp) * ddp
+        seq_cap = (pol["max_num_seqs"] or 10**9) * ddp
+        s_eng = min(ds["sessions_per_engine"], kv_cap, seq_cap)
+        return {"dp": ddp, "ep": dep, "mem": mem, "ds": ds, "kv_cap": kv_cap, "per_gpu": s_eng / (dtp * dpp * ddp)}
+
+    dps = [d for d in _divisors(max(1, dgpn // dtp)) if moe] if dpp == 1 else []
+    rates = {d: decode_rate(d) for d in (dps or [1])}
+    full = rates[max(rates)]  # the whole-node EP group the seed prefers
+    per_gpu, kv_cap = full["per_gpu"], full["kv_cap"]
     if per_gpu <= 0:
         raise PlanError(
             "slo.tpot_p95_ms", f"no decode engine on {dgpu['id']} meets {n['slo']['tpot_p95_ms']} ms per token"
@@ -1253,14 +1259,28 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         p_reps = max(1, p_gpus // (tp * pp * pcp))
     else:
         p_reps, p_dp = _best_split(min(need_p, p_gpus), p_avail if n["decode"] else p_gpus, tp, gpn, moe)
-    if dpp > 1:
-        d_dp, d_reps = 1, max(1, d_gpus // (dtp * dpp))
-    else:
-        d_reps, d_dp = _best_split(min(need_d, d_gpus), d_avail if n["decode"] else d_gpus, dtp, dgpn, moe)
+    # decode engines: the DP size whose engines (at their own per-GPU rate) cover the most sessions
+    # within the GPUs given, then the fewest GPUs, then the largest EP group
+    d_room = d_avail if n["decode"] else d_gpus
+    target = sessions / u
+    best = None
+    for d, r in rates.items():
+        eng = dtp * dpp * d
+        if eng > max(d_room, dtp * dpp) or r["per_gpu"] <= 0:
+            continue
+        reps = min(math.ceil(target / (r["per_gpu"] * eng)), max(1, d_room // eng))
+        key = (min(reps * eng * r["per_gpu"], target), -reps * eng, d)
+        if best is None or key > best[0]:
+            best = (key, reps, r)
+    d_reps, dr = best[1], best[2]
+    d_dp, d_ep, dmem, ds = dr["dp"], dr["ep"], dr["mem"], dr["ds"]
+    if d_reps * dtp * dpp * d_dp * dr["per_gpu"] < sessions:
+        warnings.append(
+            f"the decode pool holds {int(d_reps * dtp * dpp * d_dp * dr['per_gpu'])} sessions at the TPOT SLO; "
+            f"traffic has {sessions}"
+        )
     p_ep = tp * pcp * p_dp if moe and tp * pcp * p_dp > 1 else 1
-    d_ep = dtp * d_dp if moe and dtp * d_dp > 1 else 1
     pmem = engine_memory(cp, tp, pp, p_dp, p_ep, 1, pcp, 0, n)
-    dmem = engine_memory(cd, dtp, dpp, d_dp, d_ep, ddcp, 1, cd.num_spec, n)
     # NIXL moves KV block by block: both sides need the same block size
     bs = None
     if pmem["geom"]["block_size"] != dmem["geom"]["block_size"]:
@@ -1293,7 +1313,7 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
             connector,
             bs,
             flagset,
-            batch=ds["sessions_per_engine"] / ddp,
+            batch=ds["sessions_per_engine"] / d_dp,
         ),
         "serve": None,
     }
@@ -1307,7 +1327,7 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         )
     pools["prefill"]["required_gpus"] = need_p
     pools["decode"]["required_gpus"] = need_d
-    pools["decode"]["sessions_per_gpu"] = _r(per_gpu, 1)
+    pools["decode"]["sessions_per_gpu"] = _r(dr["per_gpu"], 1)
     pools["prefill"]["requests_per_s_per_gpu"] = _r(pr1["requests_per_s"], 2)
     lay = {"tp": dtp, "pp": dpp, "dp": d_dp, "ep": d_ep, "dcp": ddcp, "pcp": 1, "replicas": d_reps}
     ratio = need_d / need_p if need_p else None
