@@ -265,3 +265,62 @@ def test_kv_offload_connector():
     assert p["kv_offload"]["tier"] == "dram"
     p = plan(dict(BASE, blueprint="edge_sno", gpu="rtx-pro-6000", gpus_per_node=1))
     assert p["kv_connector"] is None
+
+
+def test_no_pd_without_rdma():
+    inp = {
+        "model": "Qwen3.5-35B-A3B",
+        "gpu": "h100",
+        "gpus_per_node": 8,
+        "nodes": 2,
+        "weights": "fp8",
+        "traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": 5000},
+    }
+    assert plan(dict(inp, interconnect="rdma"))["disaggregated"] is True
+    for ic in ("nvlink", "ethernet"):
+        p = plan(dict(inp, interconnect=ic))
+        assert p["disaggregated"] is False
+        assert "no RDMA" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
+
+
+def test_decode_pool_holds_the_sessions_it_was_sized_for():
+    p = plan(
+        {
+            "model": "Qwen3.5-35B-A3B",
+            "gpu": "h100",
+            "gpus_per_node": 8,
+            "nodes": 4,
+            "interconnect": "rdma",
+            "decode_gpu": "l40s",
+            "decode_gpus_per_node": 4,
+            "decode_nodes": 16,
+            "weights": "fp8",
+            "traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": 5000},
+        }
+    )
+    d = p["pools"]["decode"]
+    assert d["gpus"] * d["sessions_per_gpu"] >= 5000
+    assert d["gpus"] == d["replicas"] * d["gpus_per_replica"]
+    assert p["layout"]["tp"] == d["tp"] and p["memory"]["kv_pool_gib_per_gpu"] == d["memory"]["kv_pool_gib_per_gpu"]
+    assert p["engine_args"] == d["engine_args"]
+    assert p["pools"]["prefill"]["engine_args"] != d["engine_args"]
+    assert not any(a.startswith("--speculative-config") for a in p["pools"]["prefill"]["engine_args"])
+
+
+def test_output_token_cap_bounds_the_decode_context():
+    inp = dict(
+        BASE,
+        blueprint="rag",
+        traffic={
+            "prompt_tokens_mean": 60000,
+            "prompt_tokens_p95": 100000,
+            "output_tokens_mean": 1000,
+            "output_tokens_p95": 40000,
+            "concurrent_sessions": 10,
+        },
+        slo={"ttft_p95_ms": 60000, "tpot_p95_ms": 100},
+        model="Qwen3.5-35B-A3B",
+        weights="bf16",
+    )
+    assert plan(dict(inp, policy={"output_token_cap": None}))["layout"]["dcp"] == 2  # 140k decode context
+    assert plan(dict(inp, policy={"output_token_cap": 2048}))["layout"]["dcp"] == 1  # 102k

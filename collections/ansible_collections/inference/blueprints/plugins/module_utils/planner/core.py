@@ -393,6 +393,11 @@ def plan(inputs: dict) -> dict:
             c = _Ctx(n, gpu, weights, kv_dtype, spec)
 
     lay = choose_layout(c, gpn, nodes, dec, "engine")
+    if lay["tp"] > 1 and not gpu.get("link_gb_s"):
+        warnings.append(
+            f"TP={lay['tp']} on {gpu['id']} runs its per-layer all-reduce over PCIe (no NVLink); "
+            "expect lower decode speed than the roofline"
+        )
     if lay.get("below_headroom"):
         warnings.append("serve/prefill layout " + lay["below_headroom"])
     tp, pp = lay["tp"], lay["pp"]
@@ -403,7 +408,8 @@ def plan(inputs: dict) -> dict:
 
     # ---- context parallel (seed section 3: DCP first for long decode, PCP for long prefill)
     long_ctx = pol["long_context_tokens"]
-    decode_ctx = traffic["prompt_tokens_p95"] + traffic["output_tokens_p95"]
+    out95 = min(traffic["output_tokens_p95"], pol["output_token_cap"] or traffic["output_tokens_p95"])
+    decode_ctx = traffic["prompt_tokens_p95"] + out95
     dcp = _choose_dcp(model, pol, tp, decode_ctx, long_ctx, dec)
     pcp, dp_engine = _choose_pcp(c, n, pol, tp, pp, dp_engine, gpn, total_gpus, long_ctx, dec)
     if pcp > 1 and dcp > 1 and dcp not in (pcp, tp * pcp):
@@ -947,10 +953,10 @@ def _choose_disagg(c, n, pol, replicas, sessions, lam, pr, engine_gpus, s_engine
         return True, "policy disaggregation: always"
     if n["nodes"] == 1 and not has_decode_hw:
         return False, "single node: the prefill-to-decode hop costs more than it saves (seed section 4)"
-    if n["interconnect"] == "ethernet":
-        return (
-            False,
-            "no RDMA/NVLink between nodes: KV transfer over Ethernet would exceed the savings (seed section 4)",
+    if n["interconnect"] != "rdma":
+        return False, (
+            f"interconnect {n['interconnect']}: no RDMA NICs between nodes, so KV transfer between pools would run "
+            "over TCP and cost more than it saves (seed section 4: NIXL wants RDMA/NVLink)"
         )
     if sessions < pol["pd_min_sessions"]:
         return (
