@@ -411,3 +411,20 @@ def test_single_node_is_not_disaggregated():
     )
     assert p["disaggregated"] is False
     assert "single node" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
+
+
+def test_two_pools_of_one_are_worse_than_one_pool_of_two():
+    """Seed section 4: P/D does not pay when the fleet is too small to split (one engine of PP=2 x TP=8)."""
+    p = plan(
+        {
+            "model": "Qwen3.5-397B-A17B",
+            "gpu": "h100",
+            "gpus_per_node": 8,
+            "nodes": 2,
+            "weights": "fp8",
+            "traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": 500},
+        }
+    )
+    assert p["layout"]["replicas"] == 1
+    assert p["disaggregated"] is False
+    assert "two pools of one" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
