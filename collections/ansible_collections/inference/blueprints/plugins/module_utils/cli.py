@@ -151,6 +151,7 @@ def load_policy(blueprint: str, bdir: str | None) -> tuple[dict, str]:
     if blueprint not in BLUEPRINTS:
         raise CliError(f"blueprint: unknown blueprint {blueprint!r}; valid: {', '.join(BLUEPRINTS)}")
     where = f"no {blueprint}.yml in {bdir}" if bdir else "no blueprints directory found"
+    sys.stderr.write(f"blueprints plan: note: {where}; using the planner's defaults for blueprint {blueprint}\n")
     return {}, f"planner defaults for blueprint {blueprint} ({where})"
 
 

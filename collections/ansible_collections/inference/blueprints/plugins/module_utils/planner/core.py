@@ -567,6 +567,7 @@ def plan(inputs: dict) -> dict:
         "hardware": {
             "gpu": gpu["id"],
             "gpu_name": gpu["name"],
+            "gpu_link": gpu.get("link"),
             "gpus_per_node": gpn,
             "nodes": nodes,
             "gpus_total": total_gpus,
