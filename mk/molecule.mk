@@ -1,5 +1,9 @@
-# Molecule scenarios, one per blueprint (molecule/<blueprint>/).
+# Molecule scenarios, one per blueprint (molecule/<blueprint>/; molecule/shared holds the
+# create/destroy/converge playbooks they share). Each scenario starts and stops its own local
+# control plane of the profile the blueprint's example site needs.
 .PHONY: molecule
+MOLECULE_SCENARIOS ?= $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+
 molecule: setup controlplane
-	@set -e; for s in $$(ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename); do \
+	@set -e; for s in $(MOLECULE_SCENARIOS); do \
 	  echo "== molecule test -s $$s"; molecule test -s $$s; done
