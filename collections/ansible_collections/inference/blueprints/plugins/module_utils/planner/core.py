@@ -392,6 +392,8 @@ def plan(inputs: dict) -> dict:
             )
             c = _Ctx(n, gpu, weights, kv_dtype, spec)
 
+    if spec and _try_layout(c, gpn, nodes) is None and _try_layout(c_nospec, gpn, nodes) is None:
+        choose_layout(c_nospec, gpn, nodes, dec, "engine")  # raises: report the model's own weights
     lay = choose_layout(c, gpn, nodes, dec, "engine")
     if lay["tp"] > 1 and not gpu.get("link_gb_s"):
         warnings.append(
