@@ -428,3 +428,14 @@ def test_two_pools_of_one_are_worse_than_one_pool_of_two():
     assert p["layout"]["replicas"] == 1
     assert p["disaggregated"] is False
     assert "two pools of one" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
+
+
+def test_27b_on_one_l40s_needs_a_short_window_and_few_sequences():
+    """sizing 2.2: a 48 GB L40S/L40 needs --max-num-seqs <= 64 for the Qwen3.6 hybrids."""
+    with pytest.raises(PlanError) as e:
+        plan({"model": "Qwen3.6-27B", "gpu": "l40s", "weights": "fp8", "blueprint": "edge_sno"})
+    assert e.value.field == "max_model_len" and "use max_model_len <=" in str(e.value)
+    p = plan({"model": "Qwen3.6-27B", "gpu": "l40s", "weights": "fp8", "blueprint": "edge_sno", "max_model_len": 32768})
+    assert p["pools"]["serve"]["max_num_seqs"] <= 64
+    assert any("below the KV headroom" in w for w in p["warnings"])
+    assert f"--max-num-seqs={p['pools']['serve']['max_num_seqs']}" in p["engine_args"]

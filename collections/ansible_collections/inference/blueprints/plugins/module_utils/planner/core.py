@@ -193,6 +193,14 @@ def _infeasible(c: _Ctx, gpn: int, nodes: int, best: tuple) -> PlanError:
         f"{_r(c.budget / GIB, 1)} GiB budget (gpu_memory_utilization {c.util}) for KV: {_r(short / GIB, 1)} GiB short "
         f"of the {_r(need / GIB, 2)} GiB one {c.n['max_model_len']}-token sequence needs"
     )
+    if kv > 0:
+        fit_len = sz.max_context(kv, geom)
+        return PlanError(
+            "max_model_len",
+            f"one {c.n['max_model_len']}-token sequence needs {_r(need / GIB, 2)} GiB of KV per GPU; {model['id']} on "
+            f"{where} leaves {_r(kv / GIB, 2)} GiB (TP={tp}, PP={pp}); use max_model_len <= {fit_len}, "
+            "more GPUs or smaller weights",
+        )
     sugg = suggest_fits(c)
     if sugg:
         msg += "; would fit with KV headroom: " + "; ".join(sugg)
@@ -1283,6 +1291,11 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
             best = (key, reps, r)
     d_reps, dr = best[1], best[2]
     d_dp, d_ep, dmem, ds = dr["dp"], dr["ep"], dr["mem"], dr["ds"]
+    if sessions <= d_reps * dtp * dpp * d_dp * dr["per_gpu"] < target:
+        warnings.append(
+            f"the decode pool holds {int(d_reps * dtp * dpp * d_dp * dr['per_gpu'])} sessions at the TPOT SLO: "
+            f"{sessions} sessions run it above the target utilization {u}"
+        )
     if d_reps * dtp * dpp * d_dp * dr["per_gpu"] < sessions:
         warnings.append(
             f"the decode pool holds {int(d_reps * dtp * dpp * d_dp * dr['per_gpu'])} sessions at the TPOT SLO; "

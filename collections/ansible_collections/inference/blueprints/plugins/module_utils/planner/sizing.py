@@ -173,6 +173,12 @@ def max_sequences(blocks: int, ctx: int, geom: dict, dcp: int = 1) -> int:
     return blocks // blocks_per_request(ctx, geom, dcp)
 
 
+def max_context(kv_pool_bytes: float, geom: dict, dcp: int = 1) -> int:
+    """Longest context one sequence can have in this pool (whole blocks, after its GDN state blocks)."""
+    blocks = num_blocks(kv_pool_bytes, geom) - geom["gdn_groups"]
+    return max(0, blocks * geom["block_size"] * dcp)
+
+
 def reported_kv_tokens(blocks: int, max_model_len: int, geom: dict, dcp: int = 1, pcp: int = 1) -> int:
     """The "GPU KV cache size: N tokens" vLLM logs: max concurrency at max_model_len x max_model_len."""
     conc = blocks / blocks_per_request(max_model_len, geom, dcp)
