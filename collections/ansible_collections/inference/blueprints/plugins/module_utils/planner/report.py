@@ -121,10 +121,10 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def to_markdown(plan: dict, title: str | None = None, images: dict | None = None) -> str:
     m, hw, lay, mem, kv = plan["model"], plan["hardware"], plan["layout"], plan["memory"], plan["kv"]
     out = [f"## {title or m['name'] + ' (' + m['id'] + ')'}", ""]
+    between = {"nvlink": "no RDMA NICs", "rdma": "RDMA", "ethernet": "Ethernet"}.get(hw["interconnect"], "?")
     hw_s = (
         f"{hw['nodes']} node(s) x {hw['gpus_per_node']} {hw['gpu']} "
-        f"(in a node: {hw.get('gpu_link') or '?'}; between nodes: "
-        f"{ {'nvlink': 'no RDMA NICs', 'rdma': 'RDMA', 'ethernet': 'Ethernet'}.get(hw['interconnect'], '?') })"
+        f"(in a node: {hw.get('gpu_link') or '?'}; between nodes: {between})"
     )
     if hw.get("decode_gpu"):
         hw_s += f"; decode pool {hw['decode_nodes']} x {hw['decode_gpus_per_node']} {hw['decode_gpu']}"
