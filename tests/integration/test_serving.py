@@ -1,0 +1,135 @@
+"""Converge every example site on the local control plane of its profile.
+
+For each example inventory: ``site.yml`` converges (plan -> platform -> serving -> verify)
+with every object accepted by the API server under strict field validation (k8s_apply sends
+``fieldValidation=Strict``), a second run changes nothing, the LLMInferenceServices read back
+from the cluster carry valid vLLM 0.33 flags and have what makes their blueprint, and a site
+whose planned GPUs the cluster does not have fails in preflight with nothing applied.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import pytest
+from kubernetes import dynamic
+from kubernetes.client.rest import ApiException
+
+from tests.ansible_run import run_playbook
+from tests.serving_helpers import (
+    EXAMPLES,
+    INVENTORIES,
+    PLAYBOOKS,
+    blueprint_of,
+    blueprint_signature,
+    check_engine_args,
+    known_vllm_flags,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+SERVING_KINDS = [
+    ("serving.kserve.io/v1alpha2", "LLMInferenceService"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+]
+
+
+@contextmanager
+def _env(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _converge(inventory, cluster, tmp_path, **extra):
+    # The fleet's sites share one local control plane here: apply them one at a time.
+    forks = "1" if inventory == "example-edge-fleet" else "10"
+    with _env(ANSIBLE_FORKS=forks):
+        return run_playbook(
+            PLAYBOOKS / "site.yml",
+            INVENTORIES / inventory,
+            kubeconfig=cluster.kubeconfig,
+            extravars={"report_dir": str(tmp_path / "reports"), **extra},
+        )
+
+
+def _namespaces(inventory):
+    import yaml
+
+    hosts, namespace = [], None
+    inv = yaml.safe_load((INVENTORIES / inventory / "hosts.yml").read_text())
+
+    def walk(group):
+        for h in group.get("hosts") or {}:
+            hosts.append(h)
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(inv["all"])
+    for f in (INVENTORIES / inventory / "group_vars").rglob("*.yml"):
+        namespace = (yaml.safe_load(f.read_text()) or {}).get("serving_namespace", namespace)
+    return {h: namespace.replace("{{ inventory_hostname }}", h) for h in hosts}
+
+
+def _live(cluster, namespace):
+    dyn = dynamic.DynamicClient(cluster.new_api_client())
+    objs = []
+    for api_version, kind in SERVING_KINDS:
+        res = dyn.resources.get(api_version=api_version, kind=kind)
+        objs += [o.to_dict() for o in res.get(namespace=namespace).items]
+    return objs
+
+
+@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
+def test_example_site_converges_idempotently(cluster_factory, tmp_path, inventory):
+    cluster = cluster_factory(EXAMPLES[inventory])
+    first = _converge(inventory, cluster, tmp_path)
+    assert first.rc == 0, first.failure_messages() or first.stdout[-4000:]
+    applied = [o for r in first.results_of("inference.blueprints.k8s_apply") for o in r.get("objects", [])]
+    assert applied, "nothing was applied"
+    assert {o["action"] for o in applied} <= {"created", "configured", "unchanged"}
+
+    second = _converge(inventory, cluster, tmp_path)
+    assert second.rc == 0, second.failure_messages() or second.stdout[-4000:]
+    changed = [(r[0], r[1]) for r in second.results if r[3] == "ok" and r[4].get("changed")]
+    assert second.changed == 0, f"second run changed: {changed}"
+
+    flags = known_vllm_flags()
+    for host, namespace in _namespaces(inventory).items():
+        live = _live(cluster, namespace)
+        svcs = [o for o in live if o["kind"] == "LLMInferenceService"]
+        assert svcs, f"{host}: no LLMInferenceService in {namespace}"
+        problems = [p for s in svcs for p in check_engine_args(s, flags)]
+        assert not problems, "\n".join(problems)
+        missing = blueprint_signature(live, blueprint_of(inventory))
+        assert not missing, f"{host}: {missing}"
+        for s in svcs:
+            ready = [c for c in (s.get("status") or {}).get("conditions", []) if c["type"] == "Ready"]
+            assert ready and ready[0]["status"] == "True", f"{s['metadata']['name']} is not Ready"
+
+
+def test_preflight_fails_without_the_planned_gpus_and_applies_nothing(cluster_factory, tmp_path):
+    # The chat site plans 2 x 8 H100; the single-node RTX PRO 6000 profile has none of them.
+    cluster = cluster_factory("sno-rtx-pro-6000")
+    run = _converge("example-chat", cluster, tmp_path)
+    assert run.rc != 0
+    failed = run.failures()
+    assert failed, run.stdout[-3000:]
+    host, task, action, status, result = failed[0]
+    assert action == "inference.blueprints.cluster_facts", (task, action, result.get("msg"))
+    assert "gpu" in str(result.get("msg", "")).lower() or "h100" in str(result.get("msg", "")).lower()
+    assert run.results_of("inference.blueprints.k8s_apply") == [], "objects were applied before preflight failed"
+    core = dynamic.DynamicClient(cluster.new_api_client()).resources.get(api_version="v1", kind="Namespace")
+    with pytest.raises(ApiException) as err:
+        core.get(name="llm-chat")
+    assert err.value.status == 404
