@@ -937,14 +937,19 @@ def _check_slo(c: _Ctx, n: dict, gpn: int, nodes: int) -> None:
             f"use >= {math.ceil(best_tpot * 1000)} ms, a faster GPU or smaller weights",
         )
     p95 = n["traffic"]["prompt_tokens_p95"]
+    example = (
+        f" (the {n['blueprint']} blueprint's example traffic; give traffic.prompt_tokens_p95 to override)"
+        if "prompt_tokens_p95" in n["traffic_defaulted"] and "prompt_tokens_mean" in n["traffic_defaulted"]
+        else ""
+    )
     allg = gpn * nodes
     pr = prefill_rate(c, allg, p95, 1.0)
     t = p95 / pr["tokens_per_s"] * 1000
     if t > n["slo"]["ttft_p95_ms"]:
         raise PlanError(
             "slo.ttft_p95_ms",
-            f"{n['slo']['ttft_p95_ms']} ms cannot be met: prefilling a p95 prompt of {p95} tokens takes at "
-            f"least {_r(t, 1)} ms "
+            f"{n['slo']['ttft_p95_ms']} ms cannot be met: prefilling a p95 prompt of {p95} tokens{example} "
+            f"takes at least {_r(t, 1)} ms "
             f"even on all {allg} GPUs at 100 % of {pr['peak_kind']} peak; use >= {math.ceil(t)} ms, shorter "
             "prompts or more/faster GPUs",
         )
@@ -1207,7 +1212,7 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
     # prefill pool on the main hardware (no speculative heads)
     cp = _Ctx(n, gpu, c.weights, c.kv_dtype, None)
     pr1 = prefill_rate(cp, 1, n["traffic"]["prompt_tokens_mean"], pol["prefill_mfu"])
-    need_p = math.ceil(lam / (pr1["requests_per_s"] * u))
+    need_p = max(1, math.ceil(lam / (pr1["requests_per_s"] * u)))
     # decode pool: its own GPU type or the same hardware
     if n["decode"]:
         dgpu, dgpn, dnodes = n["decode"]["gpu"], n["decode"]["gpus_per_node"], n["decode"]["nodes"]
@@ -1243,7 +1248,7 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
         raise PlanError(
             "slo.tpot_p95_ms", f"no decode engine on {dgpu['id']} meets {n['slo']['tpot_p95_ms']} ms per token"
         )
-    need_d = math.ceil(sessions / (per_gpu * u))
+    need_d = max(1, math.ceil(sessions / (per_gpu * u)))
     dec.add(
         "decode pool (Little's law)",
         f"{need_d} GPUs",
@@ -1279,7 +1284,7 @@ def _size_disagg(c, n, pol, dec, warnings, tp, pp, pcp, dcp, lam, sessions, ctx_
     # decode engines: the DP size whose engines (at their own per-GPU rate) cover the most sessions
     # within the GPUs given, then the fewest GPUs, then the largest EP group
     d_room = d_avail if n["decode"] else d_gpus
-    target = sessions / u
+    target = max(sessions, 1) / u
     best = None
     for d, r in rates.items():
         eng = dtp * dpp * d

@@ -416,6 +416,7 @@ def normalize(inputs: dict) -> dict:
         "max_model_len": mml,
         "contexts": contexts,
         "traffic": traffic,
+        "traffic_defaulted": sorted(k for k in TRAFFIC_KEYS if k not in given_t),
         "slo": slo,
         "gpu_memory_utilization": util,
         "kv_cache_memory_bytes": kvmem,
