@@ -21,6 +21,11 @@ def _r(x: float, n: int = 2) -> float:
     return round(float(x), n)
 
 
+def _num(x: float):
+    """An int when the value is whole (byte counts), else rounded to 0.1."""
+    return int(round(x)) if abs(x - round(x)) < 1e-6 else round(float(x), 1)
+
+
 class _Decisions(list):
     def add(self, what: str, choice, why: str) -> None:
         self.append({"what": what, "choice": choice, "why": why})
@@ -605,12 +610,12 @@ def plan(inputs: dict) -> dict:
         "kv": {
             "dtype": main_ctx.kv_dtype,
             "element_bytes": main_ctx.kv_bytes,
-            "bytes_per_token": sz.kv_bytes_per_token(model, main_ctx.kv_bytes),
-            "bytes_per_token_per_gpu": _r(main_mem["kv_bytes_per_token_per_gpu"], 1),
+            "bytes_per_token": _num(sz.kv_bytes_per_token(model, main_ctx.kv_bytes)),
+            "bytes_per_token_per_gpu": _num(main_mem["kv_bytes_per_token_per_gpu"]),
             "kv_heads_per_gpu": sz.kv_heads_per_rank(model, main_lay["tp"]),
             "kv_replication": _replication(model, main_lay["tp"]),
-            "state_bytes_per_seq": sz.gdn_state_bytes_per_seq(model, 1, 1, main_ctx.num_spec),
-            "state_bytes_per_seq_per_gpu": main_mem["state_bytes_per_seq_per_gpu"],
+            "state_bytes_per_seq": _num(sz.gdn_state_bytes_per_seq(model, 1, 1, main_ctx.num_spec)),
+            "state_bytes_per_seq_per_gpu": _num(main_mem["state_bytes_per_seq_per_gpu"]),
             "block_size": main_mem["geom"]["block_size"],
             "block_size_no_spec": main_mem["block_size_no_spec"],
             "page_bytes": int(main_mem["geom"]["page_bytes"]),
