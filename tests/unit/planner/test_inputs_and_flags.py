@@ -207,6 +207,13 @@ def test_grid_flags_keys_and_json():
         for pool in pools:
             for k in POOL_KEYS:
                 assert k in pool
+            # seed Table 2 note: vLLM's EP is TP x DP per pipeline stage (x PCP)
+            if pool["ep"] > 1:
+                assert pool["ep"] == pool["tp"] * pool["pcp"] * pool["dp"]
+                assert "--enable-expert-parallel" in pool["engine_args"]
+            assert pool["gpus_per_replica"] == pool["tp"] * pool["pp"] * pool["pcp"] * pool["dp"]
+            assert pool["tp"] % pool["dcp"] == 0  # DCP reuses TP ranks
+            assert not (pool["pcp"] > 1 and pool["dp"] > 1)  # vLLM 0.33 refuses PCP with DP
             for arg in pool["engine_args"]:
                 assert arg.startswith("--")
                 assert arg.split("=", 1)[0] in allowed, (arg, inp)
