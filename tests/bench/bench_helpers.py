@@ -1,0 +1,106 @@
+"""Timing helpers for the serving benchmarks (figures are printed, never asserted)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ansible_runner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, forks=10) -> dict:
+    """Run a playbook; return wall seconds, seconds spent in readiness waits, rc and changed count."""
+    pdd = tempfile.mkdtemp(prefix="ib-bench-")
+    waits = []
+
+    def on_event(ev):
+        data = ev.get("event_data", {})
+        if ev.get("event") == "runner_on_ok" and (data.get("resolved_action") or data.get("task_action", "")).endswith(
+            "k8s_wait"
+        ):
+            waits.append(float((data.get("res") or {}).get("elapsed") or data.get("duration") or 0.0))
+        return True
+
+    env = {
+        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".cache" / "collections"),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_CALLBACK_PLUGINS": str(ROOT / "plugins" / "callback"),
+        "ANSIBLE_FORKS": str(forks),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+    if kubeconfig:
+        env["K8S_AUTH_KUBECONFIG"] = str(kubeconfig)
+    try:
+        start = time.monotonic()
+        r = ansible_runner.run(
+            private_data_dir=pdd,
+            playbook=str(Path(playbook).resolve()),
+            project_dir=str(Path(playbook).resolve().parent),
+            inventory=str(Path(inventory).resolve()),
+            extravars=extravars or {},
+            envvars=env,
+            event_handler=on_event,
+            quiet=True,
+        )
+        wall = time.monotonic() - start
+        changed = sum((r.stats or {}).get("changed", {}).values())
+        out = r.stdout.read()[-3000:] if r.rc and r.stdout else ""
+        return {"wall": wall, "waits": sum(waits), "rc": r.rc, "changed": changed, "tail": out}
+    finally:
+        shutil.rmtree(pdd, ignore_errors=True)
+
+
+def timed_kubectl_apply(cluster, render_dir: Path) -> dict:
+    """One `kubectl apply --server-side` of every rendered file (namespaces first, then the rest)."""
+    files = sorted(Path(render_dir).rglob("*.yaml"))
+    ns_files = [f for f in files if f.name.startswith("namespace.core-")]
+    rest = [f for f in files if f not in ns_files]
+    start = time.monotonic()
+    rcs = []
+    for batch in (ns_files, rest):
+        if not batch:
+            continue
+        args = ["apply", "--server-side", "--force-conflicts", "--field-manager=bench-kubectl"]
+        for f in batch:
+            args += ["-f", str(f)]
+        proc = cluster.kubectl(*args)
+        rcs.append((proc.returncode, proc.stderr[-2000:] if proc.returncode else ""))
+    return {"wall": time.monotonic() - start, "rcs": rcs, "objects": len(files)}
+
+
+def generate_fleet(n: int, out: Path, source: Path) -> Path:
+    """A fleet inventory of n sites: the example fleet's group vars, generated hosts and host vars."""
+    import yaml
+
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(source / "group_vars", out / "group_vars")
+    (out / "host_vars").mkdir(parents=True)
+    hosts = {f"site-{i:04d}": {} for i in range(n)}
+    (out / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"edge_fleet": {"hosts": hosts}}}}))
+    for i, host in enumerate(hosts):
+        esc = {
+            "enabled": i % 2 == 0,
+            "endpoint": f"https://grid.region{i % 5}.example.com/v1" if i % 2 == 0 else "",
+            "model": "Qwen3.5-397B-A17B",
+        }
+        (out / "host_vars" / f"{host}.yml").write_text(
+            yaml.safe_dump({"edge_site_region": f"region{i % 5}", "escalation": esc})
+        )
+    return out
+
+
+def count_files(path: Path) -> int:
+    return sum(1 for _ in Path(path).rglob("*.yaml"))
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
