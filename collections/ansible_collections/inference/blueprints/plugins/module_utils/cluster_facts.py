@@ -88,6 +88,34 @@ def _int(value, default=0):
         return default
 
 
+_SUFFIXES = {
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "m": 0.001,
+}
+
+
+def quantity(value):
+    """A Kubernetes resource quantity ("8", "1k", "500m", "64Gi") as a number; 0 when unparsable."""
+    m = re.fullmatch(r"\s*([0-9.]+)([a-zA-Z]*)\s*", str(value or ""))
+    if not m or (m.group(2) and m.group(2) not in _SUFFIXES):
+        return 0
+    try:
+        return float(m.group(1)) * _SUFFIXES.get(m.group(2), 1)
+    except ValueError:
+        return 0
+
+
 def summarize_node(node):
     """Reduce a Node to the facts preflight and the roles use."""
     labels = _labels(node)
@@ -95,14 +123,14 @@ def summarize_node(node):
     capacity = status.get("capacity") or {}
     allocatable = status.get("allocatable") or {}
     roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
-    gpu_resource_count = max((_int(allocatable.get(r, capacity.get(r))) for r in GPU_RESOURCES), default=0)
+    gpu_resource_count = max((int(quantity(allocatable.get(r, capacity.get(r)))) for r in GPU_RESOURCES), default=0)
     label_count = _int(labels.get("nvidia.com/gpu.count"))
     pci_gpu = any(_truthy(labels.get(k)) for k in GPU_PCI_LABELS)
     gpu_present = _truthy(labels.get("nvidia.com/gpu.present")) or pci_gpu or gpu_resource_count > 0 or label_count > 0
     product = labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name") or ""
     count = label_count or gpu_resource_count
     resources = {**capacity, **allocatable}
-    rdma_resources = sorted(k for k, v in resources.items() if k.startswith(RDMA_RESOURCE_PREFIXES) and _int(v) > 0)
+    rdma_resources = sorted(k for k, v in resources.items() if k.startswith(RDMA_RESOURCE_PREFIXES) and quantity(v) > 0)
     rdma_labels = sorted(k for k in RDMA_LABELS + (BLUEPRINT_RDMA_LABEL,) if _truthy(labels.get(k)))
     mellanox = any(_truthy(labels.get(k)) for k in NIC_PCI_LABELS)
     node_info = status.get("nodeInfo") or {}
@@ -241,6 +269,9 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
     facts["infrastructure_topology"] = istatus.get("infrastructureTopology")
     facts["platform"] = (istatus.get("platformStatus") or {}).get("type") or istatus.get("platform")
 
+    facts["namespaces"] = sorted(
+        (n.get("metadata") or {}).get("name") for n in (get("/api/v1/namespaces") or {}).get("items") or []
+    )
     nodes = [summarize_node(n) for n in (get("/api/v1/nodes") or {}).get("items") or []]
     facts["nodes"] = nodes
     facts["single_node"] = facts["control_plane_topology"] == "SingleReplica" or (
@@ -360,6 +391,7 @@ def facts_from_inventory(hardware, openshift_version=None, single_node=None):
         "served": {},
         "served_api_versions": [],
         "crd_fields": {},
+        "namespaces": [],
         "api_resources": {},
         "openshift": True,
         "openshift_version": openshift_version,
