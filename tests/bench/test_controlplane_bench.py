@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from controlplane.cluster import ControlPlane
 
 pytestmark = pytest.mark.cluster

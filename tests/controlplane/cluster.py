@@ -138,6 +138,7 @@ class ControlPlane:
     def __init__(
         self,
         profile: str = DEFAULT_PROFILE,
+        *,
         workdir: str | Path | None = None,
         simulate: bool = True,
         sim_delay: float | None = None,
@@ -162,9 +163,11 @@ class ControlPlane:
         self._dynamic = None
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 90) -> ControlPlane:
+    def start(self, timeout: float = 300) -> ControlPlane:
         if not self.binary.exists():
-            raise ControlPlaneError(f"{self.binary} is missing: run `make controlplane` (builds it from the Kubernetes Go modules)")
+            raise ControlPlaneError(
+                f"{self.binary} is missing: run `make controlplane` (builds it from the Kubernetes Go modules)"
+            )
         if not self.crds.exists():
             raise ControlPlaneError(f"{self.crds} is missing: run `make controlplane` (collects the upstream CRDs)")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -181,6 +184,7 @@ class ControlPlane:
             f"--packages-port={free_port()}",
             f"--crds={self.crds}",
             f"--catalog={CATALOG}",
+            f"--snapshot-cache={CACHE / 'etcd-snapshots'}",
             f"--ready-timeout={int(timeout)}s",
         ]
         log = open(self.workdir / "kcp.log", "w")  # noqa: SIM115 - handed to the child
@@ -273,7 +277,9 @@ class ControlPlane:
             self._dynamic = dynamic.DynamicClient(self.api_client)
         return self._dynamic
 
-    def kubectl(self, *args: str, kubeconfig: str | None = None, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess:
+    def kubectl(
+        self, *args: str, kubeconfig: str | None = None, check: bool = False, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Run the kubectl built into kcp (same Kubernetes version as the server)."""
         cmd = [str(self.binary), "kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
         return subprocess.run(cmd, capture_output=True, text=True, input=input, check=check, timeout=120)
@@ -281,15 +287,16 @@ class ControlPlane:
     # ------------------------------------------------------------------ helpers
     def _call(self, method: str, path: str, body: Any = None, patch: bool = False) -> Any:
         from kubernetes.client.rest import ApiException
+        from simulator.kube import request
 
-        headers = {"Accept": "application/json", "Content-Type": "application/merge-patch+json" if patch else "application/json"}
         try:
-            resp = self.api_client.call_api(path, method, header_params=headers, body=body, auth_settings=["BearerToken"], _preload_content=False)[0]
+            return request(
+                self.api_client, method, path, body=body, content_type="application/merge-patch+json" if patch else None
+            )
         except ApiException as e:
             if method == "POST" and e.status == 409:
                 return None
             raise ControlPlaneError(f"{method} {path}: {e.status} {e.body}") from e
-        return json.loads(resp.data) if resp.data else None
 
     def apply(self, obj: dict, status: dict | None = None) -> None:
         """Create obj (no-op when it exists); then set its status through the status subresource."""
@@ -298,9 +305,13 @@ class ControlPlane:
         base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
         ns = obj["metadata"].get("namespace")
         coll = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
-        self._call("POST", coll, obj)
+        created = self._call("POST", coll, obj)
         if status is not None:
-            self._call("PATCH", f"{coll}/{obj['metadata']['name']}/status", {"status": status}, patch=True)
+            # PUT, not a merge patch: some status fields are required but may be null.
+            name = obj["metadata"]["name"]
+            current = created or self._call("GET", f"{coll}/{name}")
+            current["status"] = status
+            self._call("PUT", f"{coll}/{name}/status", current)
 
     def _sim_config(self, data: dict) -> None:
         from simulator import CONFIG_NAME, CONFIG_NAMESPACE
@@ -353,9 +364,13 @@ class ControlPlane:
         status["desired"]["image"] = _release_image(version)
         status["history"][0]["version"] = version
         status["history"][0]["image"] = _release_image(version)
-        self._call("PATCH", "/apis/config.openshift.io/v1/clusterversions/version/status", {"status": status}, patch=True)
+        self._call(
+            "PATCH", "/apis/config.openshift.io/v1/clusterversions/version/status", {"status": status}, patch=True
+        )
 
-    def mint_sa_kubeconfig(self, namespace: str, name: str, path: str | Path | None = None, expiration: int = 3600) -> str:
+    def mint_sa_kubeconfig(
+        self, namespace: str, name: str, path: str | Path | None = None, expiration: int = 3600
+    ) -> str:
         """Create ServiceAccount namespace/name if needed and write a kubeconfig for it.
 
         The token comes from the TokenRequest API. The ServiceAccount has no rights beyond
@@ -366,7 +381,11 @@ class ControlPlane:
         tr = self._call(
             "POST",
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": expiration}},
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration},
+            },
         )
         admin = yaml.safe_load(Path(self.kubeconfig).read_text())
         cluster = admin["clusters"][0]["cluster"]
@@ -430,8 +449,17 @@ class ControlPlane:
                 "apiServerInternalURI": f"https://api-int.{osh['ingressDomain'].split('.', 1)[1]}:6443",
             },
         )
-        self.apply({"apiVersion": "config.openshift.io/v1", "kind": "Ingress", "metadata": {"name": "cluster"}, "spec": {"domain": osh["ingressDomain"]}})
-        self.apply({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub", "metadata": {"name": "cluster"}, "spec": {}})
+        self.apply(
+            {
+                "apiVersion": "config.openshift.io/v1",
+                "kind": "Ingress",
+                "metadata": {"name": "cluster"},
+                "spec": {"domain": osh["ingressDomain"]},
+            }
+        )
+        self.apply(
+            {"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub", "metadata": {"name": "cluster"}, "spec": {}}
+        )
         # OLM: the global OperatorGroup and the default catalog sources.
         self.apply(
             {
@@ -442,6 +470,7 @@ class ControlPlane:
             }
         )
         catalogs = yaml.safe_load(CATALOG.read_text())["catalogs"]
+        minor = ".".join(version.split(".")[:2])
         for name, cat in catalogs.items():
             self.apply(
                 {
@@ -450,13 +479,18 @@ class ControlPlane:
                     "metadata": {"name": name, "namespace": "openshift-marketplace"},
                     "spec": {
                         "sourceType": "grpc",
-                        "image": f"registry.redhat.io/redhat/{name.replace('-operators', '-operator')}-index:v{'.'.join(version.split('.')[:2])}",
+                        "image": f"registry.redhat.io/redhat/{name.replace('-operators', '-operator')}-index:v{minor}",
                         "displayName": cat["displayName"],
                         "publisher": cat["publisher"],
                         "updateStrategy": {"registryPoll": {"interval": "10m"}},
                     },
                 },
-                status={"connectionState": {"lastObservedState": "READY", "address": f"{name}.openshift-marketplace.svc:50051"}},
+                status={
+                    "connectionState": {
+                        "lastObservedState": "READY",
+                        "address": f"{name}.openshift-marketplace.svc:50051",
+                    }
+                },
             )
         # Storage classes: ODF on multi-node bare metal, LVM Storage on single node.
         single = osh["controlPlaneTopology"] == "SingleReplica"
@@ -464,7 +498,11 @@ class ControlPlane:
             [{"name": "lvms-vg1", "provisioner": "topolvm.io", "default": True}]
             if single
             else [
-                {"name": "ocs-storagecluster-ceph-rbd", "provisioner": "openshift-storage.rbd.csi.ceph.com", "default": True},
+                {
+                    "name": "ocs-storagecluster-ceph-rbd",
+                    "provisioner": "openshift-storage.rbd.csi.ceph.com",
+                    "default": True,
+                },
                 {"name": "ocs-storagecluster-cephfs", "provisioner": "openshift-storage.cephfs.csi.ceph.com"},
             ]
         ):
@@ -493,7 +531,11 @@ class ControlPlane:
                         "apiVersion": "machineconfiguration.openshift.io/v1",
                         "kind": "MachineConfigNode",
                         "metadata": {"name": node},
-                        "spec": {"node": {"name": node}, "pool": {"name": mcp}, "configVersion": {"desired": f"rendered-{mcp}-{_hash(mcp)}"}},
+                        "spec": {
+                            "node": {"name": node},
+                            "pool": {"name": mcp},
+                            "configVersion": {"desired": f"rendered-{mcp}-{_hash(mcp)}"},
+                        },
                     }
                 )
         for mcp, nodes in pools.items():
@@ -503,7 +545,10 @@ class ControlPlane:
                 {
                     "apiVersion": "machineconfiguration.openshift.io/v1",
                     "kind": "MachineConfigPool",
-                    "metadata": {"name": mcp, "labels": {f"pools.operator.machineconfiguration.openshift.io/{mcp}": ""}},
+                    "metadata": {
+                        "name": mcp,
+                        "labels": {f"pools.operator.machineconfiguration.openshift.io/{mcp}": ""},
+                    },
                     "spec": {
                         "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": mcp}},
                         "nodeSelector": {"matchLabels": {f"node-role.kubernetes.io/{mcp}": ""}},
@@ -520,9 +565,27 @@ class ControlPlane:
                     "unavailableMachineCount": 0,
                     "degradedMachineCount": 0,
                     "conditions": [
-                        {"type": "Updated", "status": "True", "lastTransitionTime": _now(), "reason": "", "message": f"All nodes are updated with {rendered}"},
-                        {"type": "Updating", "status": "False", "lastTransitionTime": _now(), "reason": "", "message": ""},
-                        {"type": "Degraded", "status": "False", "lastTransitionTime": _now(), "reason": "", "message": ""},
+                        {
+                            "type": "Updated",
+                            "status": "True",
+                            "lastTransitionTime": _now(),
+                            "reason": "",
+                            "message": f"All nodes are updated with {rendered}",
+                        },
+                        {
+                            "type": "Updating",
+                            "status": "False",
+                            "lastTransitionTime": _now(),
+                            "reason": "",
+                            "message": "",
+                        },
+                        {
+                            "type": "Degraded",
+                            "status": "False",
+                            "lastTransitionTime": _now(),
+                            "reason": "",
+                            "message": "",
+                        },
                     ],
                 },
             )
@@ -564,7 +627,9 @@ class ControlPlane:
                 "nvidia.com/gpu.machine": gpu.get("machine", "unknown"),
                 "nvidia.com/gpu.replicas": "1",
                 "nvidia.com/gpu.sharing-strategy": "none",
-                "nvidia.com/mig.capable": str(gpu.get("migCapable", gpu["family"] in ("hopper", "ampere", "blackwell-dc"))).lower(),
+                "nvidia.com/mig.capable": str(
+                    gpu.get("migCapable", gpu["family"] in ("hopper", "ampere", "blackwell-dc"))
+                ).lower(),
                 "nvidia.com/cuda.driver.major": "595",
                 "nvidia.com/cuda.driver.minor": "91",
                 "nvidia.com/cuda.driver.rev": "07",
@@ -572,7 +637,16 @@ class ControlPlane:
                 "nvidia.com/cuda.runtime.minor": "2",
                 "nvidia.com/gfd.timestamp": str(int(time.time())),
             }
-            for operand in ("driver", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter", "operator-validator", "node-status-exporter"):
+            for operand in (
+                "driver",
+                "container-toolkit",
+                "device-plugin",
+                "gpu-feature-discovery",
+                "dcgm",
+                "dcgm-exporter",
+                "operator-validator",
+                "node-status-exporter",
+            ):
                 labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
             capacity["nvidia.com/gpu"] = str(gpu["count"])
         nic = pool.get("nic")
@@ -582,10 +656,15 @@ class ControlPlane:
             if nic.get("rdmaResource"):
                 capacity[nic["rdmaResource"]] = str(nic.get("rdmaCapacity", 1000))
         ip = f"10.0.{index // 250}.{10 + index % 250}"
+        rhcos = version.replace(".", "", 1)[:3]
         node = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": labels, "annotations": {"machineconfiguration.openshift.io/state": "Done"}},
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {"machineconfiguration.openshift.io/state": "Done"},
+            },
             "spec": {"providerID": f"baremetalhost:///openshift-machine-api/{name}"},
         }
         if "master" in pool["roles"] and "worker" not in pool["roles"]:
@@ -595,10 +674,30 @@ class ControlPlane:
             "allocatable": capacity,
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "conditions": [
-                {"type": t, "status": "False", "reason": r, "message": "", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}
-                for t, r in (("MemoryPressure", "KubeletHasSufficientMemory"), ("DiskPressure", "KubeletHasNoDiskPressure"), ("PIDPressure", "KubeletHasSufficientPID"))
+                {
+                    "type": t,
+                    "status": "False",
+                    "reason": r,
+                    "message": "",
+                    "lastHeartbeatTime": _now(),
+                    "lastTransitionTime": _now(),
+                }
+                for t, r in (
+                    ("MemoryPressure", "KubeletHasSufficientMemory"),
+                    ("DiskPressure", "KubeletHasNoDiskPressure"),
+                    ("PIDPressure", "KubeletHasSufficientPID"),
+                )
             ]
-            + [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+            + [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": _now(),
+                    "lastTransitionTime": _now(),
+                }
+            ],
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": str(uuid.uuid4()),
@@ -608,7 +707,7 @@ class ControlPlane:
                 "kubeletVersion": "v1.35.3",
                 "machineID": uuid.uuid4().hex,
                 "operatingSystem": "linux",
-                "osImage": f"Red Hat Enterprise Linux CoreOS {version.replace('.', '', 1)[:3]}.9.6.202606040000-0 (Plow)",
+                "osImage": f"Red Hat Enterprise Linux CoreOS {rhcos}.9.6.202606040000-0 (Plow)",
                 "systemUUID": str(uuid.uuid4()),
             },
         }
@@ -656,7 +755,11 @@ def _clusterversion_status(version: str) -> dict:
         "OperatorLifecycleManagerV1", "Storage", "baremetal", "marketplace", "openshift-samples",
     ]  # fmt: skip
     return {
-        "desired": {"version": version, "image": _release_image(version), "channels": ["stable-" + ".".join(version.split(".")[:2])]},
+        "desired": {
+            "version": version,
+            "image": _release_image(version),
+            "channels": ["stable-" + ".".join(version.split(".")[:2])],
+        },
         "history": [
             {
                 "state": "Completed",
@@ -672,9 +775,19 @@ def _clusterversion_status(version: str) -> dict:
         "availableUpdates": None,
         "capabilities": {"enabledCapabilities": caps, "knownCapabilities": caps},
         "conditions": [
-            {"type": "Available", "status": "True", "lastTransitionTime": _now(), "message": f"Done applying {version}"},
+            {
+                "type": "Available",
+                "status": "True",
+                "lastTransitionTime": _now(),
+                "message": f"Done applying {version}",
+            },
             {"type": "Failing", "status": "False", "lastTransitionTime": _now()},
-            {"type": "Progressing", "status": "False", "lastTransitionTime": _now(), "message": f"Cluster version is {version}"},
+            {
+                "type": "Progressing",
+                "status": "False",
+                "lastTransitionTime": _now(),
+                "message": f"Cluster version is {version}",
+            },
             {"type": "RetrievedUpdates", "status": "False", "lastTransitionTime": _now(), "reason": "NoChannel"},
         ],
     }
@@ -684,7 +797,8 @@ def _clusterversion_status(version: str) -> dict:
 def _usage(state: dict) -> str:
     kc = state["kubeconfig"]
     return (
-        f"local control plane up: profile {state['profile']}, {state['server']} (ready in {state['ready_seconds']:.1f}s)\n"
+        f"local control plane up: profile {state['profile']}, {state['server']}"
+        f" (ready in {state['ready_seconds']:.1f}s)\n"
         f"  export KUBECONFIG={kc}        # or K8S_AUTH_KUBECONFIG for kubernetes.core\n"
         f"  {BINARY} kubectl get nodes -L nvidia.com/gpu.product   # kubectl of the same version\n"
         f"  kubectl --kubeconfig {kc} get crd\n"
@@ -807,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--profile", default=DEFAULT_PROFILE)
         sp.add_argument("--dir", default=str(REPO / ".cluster"))
         sp.add_argument("--sim-delay", type=float, default=None)
-        sp.add_argument("--timeout", type=float, default=120)
+        sp.add_argument("--timeout", type=float, default=360)
     sp = sub.add_parser("down")
     sp.add_argument("--dir", default=str(REPO / ".cluster"))
     args = ap.parse_args(argv)

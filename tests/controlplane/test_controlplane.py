@@ -100,9 +100,20 @@ def test_every_upstream_crd_is_served(cluster):
 
 
 def _module_dir(module: str, version: str) -> Path:
-    env = {k: v for k, v in os.environ.items() if k != "GOEXPERIMENT"} | {"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GONOSUMDB": "*"}
+    env = {k: v for k, v in os.environ.items() if k != "GOEXPERIMENT"} | {
+        "GOTOOLCHAIN": "local",
+        "GOFLAGS": "-mod=mod",
+        "GONOSUMDB": "*",
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=tmp, env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["go", "mod", "download", "-json", f"{module}@{version}"],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return Path(json.loads(out.stdout)["Dir"])
 
 
@@ -111,10 +122,14 @@ def test_llminferenceservice_crd_equals_kserve_module(cluster):
     sources = yaml.safe_load((HERE / "crdsources" / "sources.yaml").read_text())["sources"]
     kserve = next(s for s in sources if s["name"] == "kserve")
     moddir = _module_dir(kserve["module"], kserve["version"])
-    upstream = yaml.safe_load((moddir / "config/crd/full/llmisvc/serving.kserve.io_llminferenceservices.yaml").read_text())
+    upstream = yaml.safe_load(
+        (moddir / "config/crd/full/llmisvc/serving.kserve.io_llminferenceservices.yaml").read_text()
+    )
     served = get_json(cluster, "crd", "llminferenceservices.serving.kserve.io")
     assert served["spec"]["group"] == upstream["spec"]["group"]
-    assert served["spec"]["names"] == upstream["spec"]["names"] | {k: v for k, v in served["spec"]["names"].items() if k not in upstream["spec"]["names"]}
+    assert served["spec"]["names"] == upstream["spec"]["names"] | {
+        k: v for k, v in served["spec"]["names"].items() if k not in upstream["spec"]["names"]
+    }
     assert [v["name"] for v in served["spec"]["versions"]] == [v["name"] for v in upstream["spec"]["versions"]]
     for sv, uv in zip(served["spec"]["versions"], upstream["spec"]["versions"], strict=True):
         assert sv["schema"] == uv["schema"], f"schema of {uv['name']} differs from kserve {kserve['version']}"
@@ -134,11 +149,18 @@ def test_misspelled_llminferenceservice_field_is_refused_by_the_api_server(clust
 
 # ---------------------------------------------------------------------- simulator
 def test_clusterpolicy_created_by_kubectl_becomes_ready(cluster):
-    cp = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "gpu-cluster-policy"}, "spec": {}}
+    cp = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "gpu-cluster-policy"},
+        "spec": {},
+    }
     res = cluster.kubectl("create", "-f", "-", input=json.dumps(cp))
     assert res.returncode == 0, res.stderr
     try:
-        res = cluster.kubectl("wait", "clusterpolicy/gpu-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s")
+        res = cluster.kubectl(
+            "wait", "clusterpolicy/gpu-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s"
+        )
         assert res.returncode == 0, res.stderr
     finally:
         cluster.kubectl("delete", "clusterpolicy/gpu-cluster-policy", "--wait=false")
@@ -147,14 +169,23 @@ def test_clusterpolicy_created_by_kubectl_becomes_ready(cluster):
 def test_never_ready_object_times_out_then_recovers(cluster):
     cluster.set_never_ready("NicClusterPolicy", "nic-cluster-policy")
     try:
-        obj = {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": {}}
+        obj = {
+            "apiVersion": "mellanox.com/v1alpha1",
+            "kind": "NicClusterPolicy",
+            "metadata": {"name": "nic-cluster-policy"},
+            "spec": {},
+        }
         assert cluster.kubectl("create", "-f", "-", input=json.dumps(obj)).returncode == 0
-        res = cluster.kubectl("wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=2s")
+        res = cluster.kubectl(
+            "wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=2s"
+        )
         assert res.returncode != 0
         assert "timed out" in res.stderr
     finally:
         cluster.clear_never_ready()
-    res = cluster.kubectl("wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s")
+    res = cluster.kubectl(
+        "wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s"
+    )
     assert res.returncode == 0, res.stderr
     cluster.kubectl("delete", "nicclusterpolicy/nic-cluster-policy", "--wait=false")
 
@@ -163,18 +194,31 @@ def test_subscription_installs_the_catalog_csv(cluster):
     ns = "sim-olm"
     objs = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": ns, "namespace": ns}, "spec": {"targetNamespaces": [ns]}},
+        {
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": ns, "namespace": ns},
+            "spec": {"targetNamespaces": [ns]},
+        },
         {
             "apiVersion": "operators.coreos.com/v1alpha1",
             "kind": "Subscription",
             "metadata": {"name": "nfd", "namespace": ns},
-            "spec": {"name": "nfd", "channel": "stable", "source": "redhat-operators", "sourceNamespace": "openshift-marketplace"},
+            "spec": {
+                "name": "nfd",
+                "channel": "stable",
+                "source": "redhat-operators",
+                "sourceNamespace": "openshift-marketplace",
+            },
         },
     ]
     res = cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objs))
     assert res.returncode == 0, res.stderr
     sub = wait_for(
-        lambda: (s := get_json(cluster, "subscription", "nfd", "-n", ns)).get("status", {}).get("state") == "AtLatestKnown" and s,
+        lambda: (
+            (s := get_json(cluster, "subscription", "nfd", "-n", ns)).get("status", {}).get("state") == "AtLatestKnown"
+            and s
+        ),
         what="Subscription AtLatestKnown",
     )
     assert sub["status"]["installedCSV"] == "nfd.v4.22.0"
@@ -189,14 +233,45 @@ def test_manual_installplan_waits_for_approval(cluster):
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "Subscription",
         "metadata": {"name": "gpu-operator-certified", "namespace": ns},
-        "spec": {"name": "gpu-operator-certified", "channel": "v26.7", "source": "certified-operators", "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual"},
+        "spec": {
+            "name": "gpu-operator-certified",
+            "channel": "v26.7",
+            "source": "certified-operators",
+            "sourceNamespace": "openshift-marketplace",
+            "installPlanApproval": "Manual",
+        },
     }
     assert cluster.kubectl("apply", "-f", "-", input=json.dumps(sub)).returncode == 0
-    ref = wait_for(lambda: get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns).get("status", {}).get("installPlanRef"), what="installPlanRef")
-    ip = wait_for(lambda: (p := get_json(cluster, "installplan", ref["name"], "-n", ns)).get("status", {}).get("phase") == "RequiresApproval" and p, what="RequiresApproval")
+    ref = wait_for(
+        lambda: (
+            get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns)
+            .get("status", {})
+            .get("installPlanRef")
+        ),
+        what="installPlanRef",
+    )
+    ip = wait_for(
+        lambda: (
+            (p := get_json(cluster, "installplan", ref["name"], "-n", ns)).get("status", {}).get("phase")
+            == "RequiresApproval"
+            and p
+        ),
+        what="RequiresApproval",
+    )
     assert ip["spec"]["clusterServiceVersionNames"] == ["gpu-operator-certified.v26.7.0"]
-    assert cluster.kubectl("patch", "installplan", ref["name"], "-n", ns, "--type=merge", "-p", '{"spec":{"approved":true}}').returncode == 0
-    wait_for(lambda: get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns).get("status", {}).get("installedCSV") == "gpu-operator-certified.v26.7.0", what="installedCSV")
+    assert (
+        cluster.kubectl(
+            "patch", "installplan", ref["name"], "-n", ns, "--type=merge", "-p", '{"spec":{"approved":true}}'
+        ).returncode
+        == 0
+    )
+    wait_for(
+        lambda: (
+            get_json(cluster, "subscription", "gpu-operator-certified", "-n", ns).get("status", {}).get("installedCSV")
+            == "gpu-operator-certified.v26.7.0"
+        ),
+        what="installedCSV",
+    )
 
 
 def test_llminferenceservice_and_deployment_become_ready(cluster):
@@ -210,7 +285,10 @@ def test_llminferenceservice_and_deployment_become_ready(cluster):
         "spec": {
             "replicas": 2,
             "selector": {"matchLabels": {"app": "epp"}},
-            "template": {"metadata": {"labels": {"app": "epp"}}, "spec": {"containers": [{"name": "epp", "image": "registry.example/epp@sha256:" + "0" * 64}]}},
+            "template": {
+                "metadata": {"labels": {"app": "epp"}},
+                "spec": {"containers": [{"name": "epp", "image": "registry.example/epp@sha256:" + "0" * 64}]},
+            },
         },
     }
     assert cluster.kubectl("apply", "-f", "-", input=json.dumps(llm) + "\n---\n" + json.dumps(dep)).returncode == 0
@@ -230,8 +308,18 @@ def test_serviceaccount_without_rights_is_refused(cluster):
     assert "Forbidden" in res.stderr and "system:serviceaccount:rbac-test:nobody" in res.stderr, res.stderr
     # Granting a Role makes the same request pass: RBAC, not a broken token.
     cluster.kubectl("create", "role", "pod-reader", "-n", "rbac-test", "--verb=get,list", "--resource=pods")
-    cluster.kubectl("create", "rolebinding", "nobody-reads", "-n", "rbac-test", "--role=pod-reader", "--serviceaccount=rbac-test:nobody")
-    wait_for(lambda: cluster.kubectl("get", "pods", "-n", "rbac-test", kubeconfig=kc).returncode == 0, what="RBAC grant")
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "nobody-reads",
+        "-n",
+        "rbac-test",
+        "--role=pod-reader",
+        "--serviceaccount=rbac-test:nobody",
+    )
+    wait_for(
+        lambda: cluster.kubectl("get", "pods", "-n", "rbac-test", kubeconfig=kc).returncode == 0, what="RBAC grant"
+    )
 
 
 def test_namespace_deletion_is_real(cluster):
@@ -240,7 +328,10 @@ def test_namespace_deletion_is_real(cluster):
     assert cluster.kubectl("create", "configmap", "x", "-n", ns, "--from-literal=a=b").returncode == 0
     # The serviceaccount and root-CA controllers run: every namespace gets them.
     wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", ns).returncode == 0, what="default ServiceAccount")
-    wait_for(lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", ns).returncode == 0, what="kube-root-ca.crt")
+    wait_for(
+        lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", ns).returncode == 0,
+        what="kube-root-ca.crt",
+    )
     assert cluster.kubectl("delete", "namespace", ns, "--timeout=30s").returncode == 0
     wait_for(lambda: cluster.kubectl("get", "namespace", ns).returncode != 0, what="namespace gone")
 
@@ -270,10 +361,20 @@ def test_openshift_facts_are_seeded(cluster):
 
 
 def test_packagemanifests_are_served_by_the_aggregated_api(cluster):
-    pm = get_json(cluster, "packagemanifests.packages.operators.coreos.com", "gpu-operator-certified", "-n", "openshift-marketplace")
+    pm = get_json(
+        cluster,
+        "packagemanifests.packages.operators.coreos.com",
+        "gpu-operator-certified",
+        "-n",
+        "openshift-marketplace",
+    )
     assert pm["status"]["defaultChannel"] == "v26.7"
-    assert {"name": "v26.7", "currentCSV": "gpu-operator-certified.v26.7.0"}.items() <= next(c for c in pm["status"]["channels"] if c["name"] == "v26.7").items()
-    listed = get_json(cluster, "packagemanifests", "-n", "openshift-marketplace", "-l", "catalog=redhat-operators")["items"]
+    assert {"name": "v26.7", "currentCSV": "gpu-operator-certified.v26.7.0"}.items() <= next(
+        c for c in pm["status"]["channels"] if c["name"] == "v26.7"
+    ).items()
+    listed = get_json(cluster, "packagemanifests", "-n", "openshift-marketplace", "-l", "catalog=redhat-operators")[
+        "items"
+    ]
     assert "rhods-operator" in {p["metadata"]["name"] for p in listed}
     # RBAC applies to the aggregated API as to any other.
     kc = cluster.mint_sa_kubeconfig("rbac-test", "nobody-pm")
@@ -308,16 +409,39 @@ def test_cluster_up_and_down_leave_no_process(tmp_path):
     """What `make cluster-up` / `make cluster-down` run, on a scratch directory."""
     script = str(HERE / "cluster.py")
     wd = tmp_path / "cluster"
-    up = subprocess.run([sys.executable, script, "up", "--profile", "l40s-decode-mix", "--dir", str(wd)], capture_output=True, text=True, timeout=180)
+    up = subprocess.run(
+        [sys.executable, script, "up", "--profile", "l40s-decode-mix", "--dir", str(wd)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=400,
+    )
     assert up.returncode == 0, up.stderr + up.stdout
     assert "export KUBECONFIG=" in up.stdout
     state = json.loads((wd / "state.json").read_text())
     pids = [state["manager_pid"], state["kcp_pid"]]
-    tree = [p for p in _descendants(state["kcp_pid"])]
+    tree = _descendants(state["kcp_pid"])
     assert len(tree) >= 2, "kube-apiserver and kube-controller-manager run as children of kcp"
-    res = subprocess.run([str(BINARY), "kubectl", f"--kubeconfig={wd / 'kubeconfig'}", "get", "nodes", "-l", "nvidia.com/gpu.product=NVIDIA-L40S", "-o", "name"], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            str(BINARY),
+            "kubectl",
+            f"--kubeconfig={wd / 'kubeconfig'}",
+            "get",
+            "nodes",
+            "-l",
+            "nvidia.com/gpu.product=NVIDIA-L40S",
+            "-o",
+            "name",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0 and len(res.stdout.split()) == 2, res.stderr
-    down = subprocess.run([sys.executable, script, "down", "--dir", str(wd)], capture_output=True, text=True, timeout=60)
+    down = subprocess.run(
+        [sys.executable, script, "down", "--dir", str(wd)], capture_output=True, text=True, check=False, timeout=60
+    )
     assert down.returncode == 0, down.stderr
     for p in pids + tree:
         assert not _alive(p), f"pid {p} still running after cluster-down"

@@ -57,6 +57,11 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+try:
+    from .kube import request
+except ImportError:  # run as a plain module
+    from kube import request
+
 log = logging.getLogger("simulator")
 
 CONFIG_NAMESPACE = "sim-system"
@@ -132,7 +137,11 @@ def same_conditions(have: list | None, want: list) -> bool:
 
     def strip(cs):
         return sorted(
-            (json.dumps({k: v for k, v in c.items() if k not in ("lastTransitionTime", "lastUpdateTime", "lastProbeTime")}, sort_keys=True) for c in cs or [])
+            json.dumps(
+                {k: v for k, v in c.items() if k not in ("lastTransitionTime", "lastUpdateTime", "lastProbeTime")},
+                sort_keys=True,
+            )
+            for c in cs or []
         )
 
     return strip(have) == strip(want)
@@ -184,23 +193,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ plumbing
     def call(self, method: str, path: str, body: Any = None, query: list | None = None, patch: str | None = None):
-        headers = {"Accept": "application/json"}
-        if patch:
-            headers["Content-Type"] = patch
-        elif body is not None:
-            headers["Content-Type"] = "application/json"
-        resp = self.api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=30,
-        )
-        data = resp.data
-        return json.loads(data) if data else None
+        return request(self.api, method, path, query=query, body=body, content_type=patch)
 
     def get(self, res: Res, ns: str | None, name: str) -> dict | None:
         try:
@@ -234,7 +227,12 @@ class Simulator:
                 return
             # Resources without a status subresource (Argo CD Application) take it on the object.
             if e.status == 405 or (e.status == 404 and "status" in str(e.body)):
-                self.call("PATCH", res.path(md.get("namespace"), md["name"]), body={"status": status}, patch="application/merge-patch+json")
+                self.call(
+                    "PATCH",
+                    res.path(md.get("namespace"), md["name"]),
+                    body={"status": status},
+                    patch="application/merge-patch+json",
+                )
                 return
             raise
 
@@ -256,7 +254,9 @@ class Simulator:
                 return
             self._pending.add(key)
             self._seq += 1
-            heapq.heappush(self._queue, (time.monotonic() + (self.delay if delay is None else delay), self._seq, res, ns, name))
+            heapq.heappush(
+                self._queue, (time.monotonic() + (self.delay if delay is None else delay), self._seq, res, ns, name)
+            )
             self._qlock.notify()
 
     def _worker(self) -> None:
@@ -296,15 +296,19 @@ class Simulator:
                     rv = data["metadata"].get("resourceVersion")
                     for it in data.get("items", []):
                         self._on_event(res, it)
-                resp = self.api.call_api(
-                    res.path(),
+                resp = request(
+                    self.api,
                     "GET",
-                    query_params=[("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "60")],
-                    header_params={"Accept": "application/json"},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=(5, 75),
-                )[0]
+                    res.path(),
+                    query=[
+                        ("watch", "true"),
+                        ("resourceVersion", rv),
+                        ("allowWatchBookmarks", "true"),
+                        ("timeoutSeconds", "60"),
+                    ],
+                    timeout=(5, 75),
+                    stream=True,
+                )
                 try:
                     for line in iter_resp_lines(resp):
                         if self._stop.is_set():
@@ -385,15 +389,14 @@ class Simulator:
                     rv = data["metadata"].get("resourceVersion")
                     for it in data.get("items", []):
                         self._load_config(it)
-                resp = self.api.call_api(
-                    path,
+                resp = request(
+                    self.api,
                     "GET",
-                    query_params=[*q, ("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "60")],
-                    header_params={"Accept": "application/json"},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=(5, 75),
-                )[0]
+                    path,
+                    query=[*q, ("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "60")],
+                    timeout=(5, 75),
+                    stream=True,
+                )
                 try:
                     for line in iter_resp_lines(resp):
                         ev = json.loads(line)
@@ -455,7 +458,12 @@ class Simulator:
                         "name": ip_name,
                         "namespace": ns,
                         "ownerReferences": [
-                            {"apiVersion": SUBSCRIPTION.api_version, "kind": "Subscription", "name": md["name"], "uid": md["uid"]}
+                            {
+                                "apiVersion": SUBSCRIPTION.api_version,
+                                "kind": "Subscription",
+                                "name": md["name"],
+                                "uid": md["uid"],
+                            }
                         ],
                     },
                     "spec": {
@@ -473,7 +481,12 @@ class Simulator:
                 {
                     "currentCSV": csv_name,
                     "installPlanRef": ref,
-                    "installplan": {"apiVersion": INSTALLPLAN.api_version, "kind": "InstallPlan", "name": ip_name, "uuid": md["uid"]},
+                    "installplan": {
+                        "apiVersion": INSTALLPLAN.api_version,
+                        "kind": "InstallPlan",
+                        "name": ip_name,
+                        "uuid": md["uid"],
+                    },
                     "installPlanGeneration": 1,
                     "state": "UpgradePending",
                     "lastUpdated": now(),
@@ -484,13 +497,19 @@ class Simulator:
             self.schedule(INSTALLPLAN, ns, ip_name)
             return
         ip = self.get(INSTALLPLAN, ns, ip_ref["name"])
-        if ip and (ip.get("status") or {}).get("phase") == "Complete":
-            if st.get("state") != "AtLatestKnown" or st.get("installedCSV") != csv_name:
-                self.patch_status(
-                    SUBSCRIPTION,
-                    sub,
-                    {"installedCSV": csv_name, "currentCSV": csv_name, "state": "AtLatestKnown", "lastUpdated": now(), "conditions": []},
-                )
+        complete = ip and (ip.get("status") or {}).get("phase") == "Complete"
+        if complete and (st.get("state") != "AtLatestKnown" or st.get("installedCSV") != csv_name):
+            self.patch_status(
+                SUBSCRIPTION,
+                sub,
+                {
+                    "installedCSV": csv_name,
+                    "currentCSV": csv_name,
+                    "state": "AtLatestKnown",
+                    "lastUpdated": now(),
+                    "conditions": [],
+                },
+            )
 
     def on_installplan(self, ip: dict) -> None:
         md, spec, st = ip["metadata"], ip.get("spec", {}), ip.get("status") or {}
@@ -499,14 +518,21 @@ class Simulator:
             return
         if not spec.get("approved"):
             if st.get("phase") != "RequiresApproval":
-                self.patch_status(INSTALLPLAN, ip, {"phase": "RequiresApproval", "catalogSources": [], "startTime": now()})
+                self.patch_status(
+                    INSTALLPLAN, ip, {"phase": "RequiresApproval", "catalogSources": [], "startTime": now()}
+                )
             return
         for csv_name in spec.get("clusterServiceVersionNames", []):
             self._install_csv(ns, csv_name)
         self.patch_status(
             INSTALLPLAN,
             ip,
-            {"phase": "Complete", "catalogSources": [], "conditions": [cond("Installed", "True")], "startTime": st.get("startTime", now())},
+            {
+                "phase": "Complete",
+                "catalogSources": [],
+                "conditions": [cond("Installed", "True")],
+                "startTime": st.get("startTime", now()),
+            },
         )
         for owner in md.get("ownerReferences", []):
             if owner.get("kind") == "Subscription":
@@ -515,7 +541,7 @@ class Simulator:
     def _install_csv(self, ns: str, name: str) -> None:
         if self.blocked("ClusterServiceVersion", ns, name):
             return
-        pkg_name = name.split(".v")[0].split(".")[0] if ".v" in name else name.split(".")[0]
+        pkg_name = name.split(".v", maxsplit=1)[0] if ".v" in name else name.split(".", maxsplit=1)[0]
         version = name.split(".v", 1)[1] if ".v" in name else name.split(".", 1)[-1]
         obj = self.create(
             CSV,
@@ -542,7 +568,13 @@ class Simulator:
                     "lastUpdateTime": now(),
                     "lastTransitionTime": now(),
                     "conditions": [
-                        {"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors", "lastUpdateTime": now(), "lastTransitionTime": now()}
+                        {
+                            "phase": "Succeeded",
+                            "reason": "InstallSucceeded",
+                            "message": "install strategy completed with no errors",
+                            "lastUpdateTime": now(),
+                            "lastTransitionTime": now(),
+                        }
                     ],
                 },
             )
@@ -557,7 +589,15 @@ class Simulator:
                 {
                     "state": "ready",
                     "namespace": "nvidia-gpu-operator",
-                    "conditions": [cond("Ready", "True", "Reconciled", "ClusterPolicy is ready as all resources have been successfully reconciled"), cond("Error", "False", "Ready")],
+                    "conditions": [
+                        cond(
+                            "Ready",
+                            "True",
+                            "Reconciled",
+                            "ClusterPolicy is ready as all resources have been successfully reconciled",
+                        ),
+                        cond("Error", "False", "Ready"),
+                    ],
                 },
             )
 
@@ -579,7 +619,11 @@ class Simulator:
         st = obj.get("status") or {}
         want = [cond("Ready", "True", "Ready", "Ready"), cond("Available", "True", "Available")]
         if st.get("phase") != "Ready" or not same_conditions(st.get("conditions"), want):
-            status = {"phase": "Ready", "conditions": want, "release": {"name": "OpenShift AI Self-Managed", "version": "3.4.0"}}
+            status = {
+                "phase": "Ready",
+                "conditions": want,
+                "release": {"name": "OpenShift AI Self-Managed", "version": "3.4.0"},
+            }
             status.update(extra or {})
             self.patch_status(res, obj, status)
 
@@ -589,12 +633,22 @@ class Simulator:
     def on_dsc(self, obj: dict) -> None:
         comps = (obj.get("spec") or {}).get("components") or {}
         installed = {k: (v or {}).get("managementState") == "Managed" for k, v in comps.items()}
-        self._odh_ready(DSC, obj, {"installedComponents": installed, "observedGeneration": obj["metadata"].get("generation", 1)})
+        self._odh_ready(
+            DSC, obj, {"installedComponents": installed, "observedGeneration": obj["metadata"].get("generation", 1)}
+        )
 
     def on_llmisvc(self, obj: dict) -> None:
         md, st = obj["metadata"], obj.get("status") or {}
         url = f"http://{md['name']}.{md['namespace']}.svc.cluster.local"
-        types = ["Ready", "MainWorkloadReady", "WorkloadsReady", "RouterReady", "HTTPRoutesReady", "InferencePoolReady", "PresetsCombined"]
+        types = [
+            "Ready",
+            "MainWorkloadReady",
+            "WorkloadsReady",
+            "RouterReady",
+            "HTTPRoutesReady",
+            "InferencePoolReady",
+            "PresetsCombined",
+        ]
         want = [cond(t, "True") for t in types]
         if st.get("url") != url or not same_conditions(st.get("conditions"), want):
             self.patch_status(
@@ -613,7 +667,12 @@ class Simulator:
         md, st = obj["metadata"], obj.get("status") or {}
         n = (obj.get("spec") or {}).get("replicas", 1)
         gen = md.get("generation", 1)
-        if st.get("availableReplicas") == n and st.get("readyReplicas") == n and st.get("observedGeneration") == gen and (n or st.get("conditions")):
+        if (
+            st.get("availableReplicas") == n
+            and st.get("readyReplicas") == n
+            and st.get("observedGeneration") == gen
+            and (n or st.get("conditions"))
+        ):
             return
         self.patch_status(
             DEPLOYMENT,
@@ -626,8 +685,20 @@ class Simulator:
                 "availableReplicas": n,
                 "unavailableReplicas": 0,
                 "conditions": [
-                    cond("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.", lastUpdateTime=now()),
-                    cond("Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{md["name"]}" has successfully progressed.', lastUpdateTime=now()),
+                    cond(
+                        "Available",
+                        "True",
+                        "MinimumReplicasAvailable",
+                        "Deployment has minimum availability.",
+                        lastUpdateTime=now(),
+                    ),
+                    cond(
+                        "Progressing",
+                        "True",
+                        "NewReplicaSetAvailable",
+                        f'ReplicaSet "{md["name"]}" has successfully progressed.',
+                        lastUpdateTime=now(),
+                    ),
                 ],
             },
         )
@@ -641,7 +712,14 @@ class Simulator:
         self.patch_status(
             STATEFULSET,
             obj,
-            {"observedGeneration": gen, "replicas": n, "readyReplicas": n, "currentReplicas": n, "updatedReplicas": n, "availableReplicas": n},
+            {
+                "observedGeneration": gen,
+                "replicas": n,
+                "readyReplicas": n,
+                "currentReplicas": n,
+                "updatedReplicas": n,
+                "availableReplicas": n,
+            },
         )
 
     def _nodes_matching(self, selector: dict | None) -> int:
@@ -673,13 +751,22 @@ class Simulator:
     def on_lws(self, obj: dict) -> None:
         md, st = obj["metadata"], obj.get("status") or {}
         n = (obj.get("spec") or {}).get("replicas", 1)
-        want = [cond("Available", "True", "AllGroupsReady", "All replicas are ready"), cond("Progressing", "False", "Ready")]
+        want = [
+            cond("Available", "True", "AllGroupsReady", "All replicas are ready"),
+            cond("Progressing", "False", "Ready"),
+        ]
         if st.get("readyReplicas") == n and same_conditions(st.get("conditions"), want):
             return
         self.patch_status(
             LWS,
             obj,
-            {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "observedGeneration": md.get("generation", 1), "conditions": want},
+            {
+                "replicas": n,
+                "readyReplicas": n,
+                "updatedReplicas": n,
+                "observedGeneration": md.get("generation", 1),
+                "conditions": want,
+            },
         )
 
     def on_inferencepool(self, obj: dict) -> None:
@@ -691,7 +778,11 @@ class Simulator:
             refs = [b for r in rules for b in (r.get("backendRefs") or [])]
             if any(b.get("kind") == "InferencePool" and b.get("name") == name for b in refs):
                 for p in (route.get("spec") or {}).get("parentRefs") or []:
-                    ref = {"group": p.get("group", "gateway.networking.k8s.io"), "kind": p.get("kind", "Gateway"), "name": p["name"]}
+                    ref = {
+                        "group": p.get("group", "gateway.networking.k8s.io"),
+                        "kind": p.get("kind", "Gateway"),
+                        "name": p["name"],
+                    }
                     ref["namespace"] = p.get("namespace", ns)
                     if ref not in [x["parentRef"] for x in parents]:
                         gen = md.get("generation", 1)
@@ -699,7 +790,13 @@ class Simulator:
                             {
                                 "parentRef": ref,
                                 "conditions": [
-                                    cond("Accepted", "True", "Accepted", "InferencePool has been accepted", observedGeneration=gen),
+                                    cond(
+                                        "Accepted",
+                                        "True",
+                                        "Accepted",
+                                        "InferencePool has been accepted",
+                                        observedGeneration=gen,
+                                    ),
                                     cond("ResolvedRefs", "True", "ResolvedRefs", "", observedGeneration=gen),
                                 ],
                             }
@@ -711,7 +808,11 @@ class Simulator:
 
     def on_scaledobject(self, obj: dict) -> None:
         spec, st = obj.get("spec") or {}, obj.get("status") or {}
-        want = [cond("Ready", "True", "ScaledObjectReady", "ScaledObject is defined correctly and is ready for scaling"), cond("Active", "True", "ScalerActive", "Scaling is performed because triggers are active"), cond("Fallback", "False", "NoFallbackFound", "No fallbacks are active on this scaled object")]
+        want = [
+            cond("Ready", "True", "ScaledObjectReady", "ScaledObject is defined correctly and is ready for scaling"),
+            cond("Active", "True", "ScalerActive", "Scaling is performed because triggers are active"),
+            cond("Fallback", "False", "NoFallbackFound", "No fallbacks are active on this scaled object"),
+        ]
         if same_conditions(st.get("conditions"), want):
             return
         target = spec.get("scaleTargetRef") or {}
@@ -738,7 +839,13 @@ class Simulator:
                 "sync": {"status": "Synced", "revision": src.get("targetRevision", "HEAD")},
                 "health": {"status": "Healthy"},
                 "reconciledAt": now(),
-                "operationState": {"phase": "Succeeded", "message": "successfully synced", "startedAt": now(), "finishedAt": now(), "operation": {"sync": {"revision": src.get("targetRevision", "HEAD")}}},
+                "operationState": {
+                    "phase": "Succeeded",
+                    "message": "successfully synced",
+                    "startedAt": now(),
+                    "finishedAt": now(),
+                    "operation": {"sync": {"revision": src.get("targetRevision", "HEAD")}},
+                },
             },
         )
 
@@ -746,7 +853,9 @@ class Simulator:
         name = pool["metadata"]["name"]
         refs = [r["name"] for r in (pool.get("spec") or {}).get("pinnedImageSets") or []]
         for pis in self.list(PINNEDIMAGESET):
-            if (pis["metadata"].get("labels") or {}).get("machineconfiguration.openshift.io/role") == name and pis["metadata"]["name"] not in refs:
+            if (pis["metadata"].get("labels") or {}).get("machineconfiguration.openshift.io/role") == name and pis[
+                "metadata"
+            ]["name"] not in refs:
                 refs.append(pis["metadata"]["name"])
         sets = [p for p in (self.get(PINNEDIMAGESET, None, r) for r in refs) if p]
         blocked = [p for p in sets if self.blocked("PinnedImageSet", None, p["metadata"]["name"])]
@@ -755,12 +864,21 @@ class Simulator:
         if sets:
             for m in mcns:
                 want = [
-                    {"name": p["metadata"]["name"], "currentGeneration": p["metadata"].get("generation", 1), "desiredGeneration": p["metadata"].get("generation", 1)}
+                    {
+                        "name": p["metadata"]["name"],
+                        "currentGeneration": p["metadata"].get("generation", 1),
+                        "desiredGeneration": p["metadata"].get("generation", 1),
+                    }
                     for p in sets
                     if p not in blocked
-                ] + [{"name": p["metadata"]["name"], "desiredGeneration": p["metadata"].get("generation", 1)} for p in blocked]
+                ] + [
+                    {"name": p["metadata"]["name"], "desiredGeneration": p["metadata"].get("generation", 1)}
+                    for p in blocked
+                ]
                 if ((m.get("status") or {}).get("pinnedImageSets")) != want:
-                    self.patch_status(MCN, m, {"pinnedImageSets": want, "observedGeneration": m["metadata"].get("generation", 1)})
+                    self.patch_status(
+                        MCN, m, {"pinnedImageSets": want, "observedGeneration": m["metadata"].get("generation", 1)}
+                    )
         updated = 0 if blocked else count
         sync = {
             "poolSynchronizerType": "PinnedImageSets",
@@ -787,7 +905,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay", type=float, default=None)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s"
+    )
     api = config.new_client_from_config(config_file=args.kubeconfig)
     sim = Simulator(api, delay=args.delay).start()
     done = threading.Event()

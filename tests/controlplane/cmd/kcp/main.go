@@ -15,6 +15,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	_ "time/tzdata"
 
 	"k8s.io/component-base/cli"
@@ -38,6 +39,7 @@ func main() {
 	os.Args = append([]string{name}, args...)
 	switch name {
 	case "run":
+		debug.SetGCPercent(50)
 		os.Exit(runMain(args))
 	case "apiserver":
 		c := apiserver.NewAPIServerCommand()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,12 +13,16 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -39,6 +45,7 @@ type runOpts struct {
 	crds        string
 	catalog     string
 	kcm         bool
+	snapCache   string
 	readyTimout time.Duration
 }
 
@@ -57,6 +64,8 @@ func runMain(args []string) int {
 	fs.StringVar(&o.crds, "crds", "", "JSON bundle of CRDs to install ({\"crds\": [...]}, see crdsources/collect.py)")
 	fs.StringVar(&o.catalog, "catalog", "", "operator package catalog (YAML) served as PackageManifests")
 	fs.BoolVar(&o.kcm, "controller-manager", true, "run kube-controller-manager")
+	fs.StringVar(&o.snapCache, "snapshot-cache", "", "directory for etcd snapshots taken right after the CRDs are established; "+
+		"later starts with the same binary and CRD bundle restore it instead of creating every CRD again")
 	fs.DurationVar(&o.readyTimout, "ready-timeout", 60*time.Second, "give up when not ready by then")
 	_ = fs.Parse(args)
 	if err := run(o); err != nil {
@@ -85,7 +94,9 @@ func (s *supervisor) spawn(name, logPath string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The children die with the supervisor, whatever kills it: nothing is left running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "GODEBUG=")
+	// Memory: the budget is ~600 MB per instance. A soft limit makes the Go GC of the
+	// children collect before the heap doubles (GOGC=100 would let RSS reach 2x live).
+	cmd.Env = append(os.Environ(), "GODEBUG=", "GOGC=50", "GOMEMLIMIT="+memLimit(name))
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -176,6 +187,29 @@ func run(o runOpts) error {
 	ecfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	ecfg.UnsafeNoFsync = true // test data: durability is not wanted, speed is
 	ecfg.QuotaBackendBytes = 2 << 30
+	snapPath := ""
+	restored := false
+	if o.snapCache != "" && o.crds != "" {
+		if key, err := snapshotKey(o.crds); err == nil {
+			snapPath = filepath.Join(o.snapCache, "etcd-"+key+".db")
+		}
+	}
+	if snapPath != "" {
+		if _, err := os.Stat(snapPath); err == nil {
+			err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+				SnapshotPath: snapPath, Name: ecfg.Name, OutputDataDir: ecfg.Dir,
+				PeerURLs: []string{pu.String()}, InitialCluster: ecfg.InitialCluster,
+				InitialClusterToken: ecfg.InitialClusterToken,
+			})
+			if err != nil {
+				logf("snapshot %s not restored (%v): starting empty", snapPath, err)
+				_ = os.RemoveAll(ecfg.Dir)
+			} else {
+				restored = true
+				logf("restored etcd snapshot %s (%.1fs)", snapPath, time.Since(start).Seconds())
+			}
+		}
+	}
 	etcd, err := embed.StartEtcd(ecfg)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -208,6 +242,7 @@ func run(o runOpts) error {
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
+		"--watch-cache=false", // nothing here needs it; it costs memory per resource type
 		"--profiling=false",
 		"--requestheader-client-ca-file="+p.path("front-proxy-ca.crt"),
 		"--requestheader-allowed-names=front-proxy-client",
@@ -240,6 +275,20 @@ func run(o runOpts) error {
 	}
 	logf("kube-apiserver ready on %s (%.1fs)", server, time.Since(start).Seconds())
 
+	if o.crds != "" {
+		n, err := installCRDs(ctx, cfg, o.crds)
+		if err != nil {
+			return err
+		}
+		logf("%d CRDs established (%.1fs)", n, time.Since(start).Seconds())
+		if snapPath != "" && !restored {
+			if err := saveSnapshot(ctx, cu.String(), snapPath); err != nil {
+				logf("snapshot not saved: %v", err)
+			} else {
+				logf("saved etcd snapshot %s for later starts", snapPath)
+			}
+		}
+	}
 	if o.kcm {
 		err = sup.spawn("controller-manager", filepath.Join(dir, "controller-manager.log"),
 			"--kubeconfig="+kcmKubeconfig,
@@ -261,17 +310,6 @@ func run(o runOpts) error {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	if o.crds != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := installCRDs(ctx, cfg, o.crds)
-			if err == nil {
-				logf("%d CRDs established (%.1fs)", n, time.Since(start).Seconds())
-			}
-			errs <- err
-		}()
-	}
 	if o.catalog != "" && o.pkgPort != 0 {
 		wg.Add(1)
 		go func() {
@@ -287,6 +325,7 @@ func run(o runOpts) error {
 		}
 	}
 
+	debug.FreeOSMemory() // the CRD bundle and the install clients are garbage now
 	ready := map[string]any{
 		"ready": true, "kubeconfig": kubeconfig, "server": server, "pid": os.Getpid(),
 		"seconds": time.Since(start).Seconds(),
@@ -344,6 +383,12 @@ func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error
 	if err != nil {
 		return 0, err
 	}
+	existing := map[string]bool{}
+	if list, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range list.Items {
+			existing[c.Name] = true
+		}
+	}
 	work := make(chan *apiextv1.CustomResourceDefinition)
 	errs := make(chan error, len(bundle.CRDs))
 	var wg sync.WaitGroup
@@ -360,7 +405,9 @@ func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error
 		}()
 	}
 	for i := range bundle.CRDs {
-		work <- &bundle.CRDs[i]
+		if !existing[bundle.CRDs[i].Name] {
+			work <- &bundle.CRDs[i]
+		}
 	}
 	close(work)
 	wg.Wait()
@@ -462,4 +509,46 @@ func servePackages(ctx context.Context, cfg *rest.Config, o runOpts, p pki) erro
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// snapshotKey names the etcd snapshot after what it holds: this binary and the CRD bundle.
+func snapshotKey(crds string) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{crds} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(self)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "%d/%d", st.Size(), st.ModTime().UnixNano())
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func saveSnapshot(ctx context.Context, endpoint, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	_, err := snapshot.NewV3(zap.NewNop()).Save(ctx, clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second}, tmp)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func memLimit(child string) string {
+	if child == "apiserver" {
+		return "600MiB"
+	}
+	return "150MiB"
 }
