@@ -258,10 +258,14 @@ class ControlPlane:
         return process_tree_rss(self.pid) if self.pid else 0
 
     # ------------------------------------------------------------------ clients
-    def new_api_client(self, kubeconfig: str | None = None):
-        from kubernetes import config
+    def new_api_client(self, kubeconfig: str | None = None, pool: int = 64):
+        """A new ApiClient for the admin (or the given) kubeconfig, with room for many watches."""
+        from kubernetes import client, config
 
-        return config.new_client_from_config(config_file=kubeconfig or self.kubeconfig)
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=cfg)
+        cfg.connection_pool_maxsize = pool
+        return client.ApiClient(cfg)
 
     @property
     def api_client(self):
@@ -290,9 +294,8 @@ class ControlPlane:
         from simulator.kube import request
 
         try:
-            return request(
-                self.api_client, method, path, body=body, content_type="application/merge-patch+json" if patch else None
-            )
+            ctype = "application/merge-patch+json" if patch else None
+            return request(self.api_client, method, path, body=body, content_type=ctype, timeout=120)
         except ApiException as e:
             if method == "POST" and e.status == 409:
                 return None

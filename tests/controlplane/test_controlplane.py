@@ -149,11 +149,13 @@ def test_misspelled_llminferenceservice_field_is_refused_by_the_api_server(clust
 
 # ---------------------------------------------------------------------- simulator
 def test_clusterpolicy_created_by_kubectl_becomes_ready(cluster):
+    required = ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd", "nodeStatusExporter", "toolkit")
+    spec = {k: {} for k in required} | {"operator": {"defaultRuntime": "crio"}}
     cp = {
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
         "metadata": {"name": "gpu-cluster-policy"},
-        "spec": {},
+        "spec": spec,
     }
     res = cluster.kubectl("create", "-f", "-", input=json.dumps(cp))
     assert res.returncode == 0, res.stderr
@@ -348,7 +350,7 @@ def test_openshift_facts_are_seeded(cluster):
         assert n["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
         assert n["metadata"]["labels"]["feature.node.kubernetes.io/pci-15b3.present"] == "true"
         assert n["status"]["allocatable"]["nvidia.com/gpu"] == "8"
-        assert n["status"]["allocatable"]["rdma/rdma_shared_device_a"] == "1000"
+        assert n["status"]["allocatable"]["rdma/rdma_shared_device_a"] == "63"
     pools = {p["metadata"]["name"] for p in get_json(cluster, "machineconfigpools")["items"]}
     assert pools == {"master", "worker"}
     names = {n["metadata"]["name"] for n in get_json(cluster, "namespaces")["items"]}
