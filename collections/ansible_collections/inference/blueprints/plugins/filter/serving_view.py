@@ -14,7 +14,7 @@ description:
     C(serving_autoscaling), C(observability)) need to agree on - object names, pools, the KV
     connector, the KV offload tier, whether the llm-d scheduler is used - so that every role
     derives them the same way.
-  - It computes no sizes: replicas, GPUs and parallelism are copied from the plan.
+  - It computes no sizes; replicas, GPUs and parallelism are copied from the plan.
 author:
   - inference.blueprints contributors
 positional: _input, blueprint, components

@@ -24,7 +24,7 @@ author:
 positional: _input
 options:
   _input:
-    description: Engine arguments, each C(--flag), C(--flag=value) or a dict C({flag: value}).
+    description: "Engine arguments, each C(--flag), C(--flag=value) or a dict C({flag: value})."
     type: list
     elements: raw
     required: true
