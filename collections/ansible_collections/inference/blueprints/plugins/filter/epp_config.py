@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -44,7 +43,9 @@ options:
 EXAMPLES = r"""
 - name: EPP config of the first model
   ansible.builtin.debug:
-    msg: "{{ site_plans[0] | inference.blueprints.serving_view(site_blueprint) | inference.blueprints.epp_config | to_nice_yaml }}"
+    msg: >-
+      {{ site_plans[0] | inference.blueprints.serving_view(site_blueprint)
+         | inference.blueprints.epp_config | to_nice_yaml }}
 """
 
 RETURN = r"""

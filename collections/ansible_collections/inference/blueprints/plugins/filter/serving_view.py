@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -171,8 +170,9 @@ def serving_view(entry, blueprint=None, components=None):
     names_used += " " + " ".join(filter(None, (_flag_value(p["engine_args"], "--kv-transfer-config") for p in pools)))
     transports = " ".join(str(_get(c, "transport") or "") for c in parts)
     nixl = "Nixl" in names_used
-    rdma = nixl and ("rdma" in transports or (not transports.strip()
-                                               and _get(plan.get("hardware"), "interconnect") == "rdma"))
+    rdma = nixl and (
+        "rdma" in transports or (not transports.strip() and _get(plan.get("hardware"), "interconnect") == "rdma")
+    )
 
     offload = plan.get("kv_offload")
     if isinstance(offload, dict):
@@ -185,7 +185,8 @@ def serving_view(entry, blueprint=None, components=None):
     lmcache = "kv_cache" in components and (offload != "none" or shared or "LMCache" in names_used)
 
     scale_to_zero = bool(_get(plan.get("autoscaling"), "scale_to_zero", policy.get("scale_to_zero", False)))
-    min_replicas = int(_get(plan.get("autoscaling"), "min_replicas", policy.get("min_replicas", 0 if scale_to_zero else 1)))
+    default_min = 0 if scale_to_zero else 1
+    min_replicas = int(_get(plan.get("autoscaling"), "min_replicas", policy.get("min_replicas", default_min)))
     max_replicas = int(_get(plan.get("autoscaling"), "max_replicas", main["replicas"]) or main["replicas"])
     max_replicas = max(max_replicas, main["replicas"], 1)
     autoscaled = "serving_autoscaling" in components and (scale_to_zero or max_replicas > main["replicas"])

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -73,26 +72,98 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 # 0.33.0 parser: engine flags plus the OpenAI frontend flags). Not every vLLM flag: a flag missing
 # here is added once it has been checked against the release.
 VLLM_033_FLAGS = frozenset(
-    """
-    all2all-backend api-server-count async-scheduling no-async-scheduling block-size compilation-config
-    cp-kv-cache-interleave-size cpu-offload-gb data-parallel-address data-parallel-backend
-    data-parallel-external-lb data-parallel-hybrid-lb data-parallel-multi-port-external-lb data-parallel-rank
-    data-parallel-rpc-port data-parallel-size data-parallel-size-local data-parallel-start-rank
-    data-parallel-supervisor-port dbo-decode-token-threshold dbo-prefill-token-threshold
-    dcp-kv-cache-interleave-size decode-context-parallel-size disable-access-log-for-endpoints
-    disable-chunked-prefill disable-hybrid-kv-cache-manager disable-log-requests disable-log-stats
-    disable-prefix-caching distributed-executor-backend dtype enable-auto-tool-choice enable-chunked-prefill
-    enable-dbo enable-eplb enable-expert-parallel enable-hybrid-kv-cache-manager enable-prefix-caching
-    enable-prompt-tokens-details enforce-eager eplb-config generation-config gpu-memory-utilization headless
-    host kv-cache-dtype kv-cache-memory-bytes kv-cache-metrics kv-events-config kv-offloading-backend
-    kv-offloading-size kv-transfer-config load-format long-prefill-token-threshold max-cudagraph-capture-size
-    max-log-len max-logprobs max-lora-rank max-loras max-cpu-loras max-model-len max-num-batched-tokens
-    max-num-seqs max-num-queued-reqs max-parallel-loading-workers model moe-backend no-disable-hybrid-kv-cache-manager
-    no-enable-chunked-prefill no-enable-prefix-caching no-enable-auto-tool-choice override-generation-config
-    pipeline-parallel-size port prefill-context-parallel-size prefix-caching-hash-algo quantization
-    reasoning-parser revision scheduling-policy seed served-model-name speculative-config stream-interval
-    tensor-parallel-size tokenizer tokenizer-mode tool-call-parser trust-remote-code uvicorn-log-level
-    """.split()
+    (
+        "all2all-backend",
+        "api-server-count",
+        "async-scheduling",
+        "no-async-scheduling",
+        "block-size",
+        "compilation-config",
+        "cp-kv-cache-interleave-size",
+        "cpu-offload-gb",
+        "data-parallel-address",
+        "data-parallel-backend",
+        "data-parallel-external-lb",
+        "data-parallel-hybrid-lb",
+        "data-parallel-multi-port-external-lb",
+        "data-parallel-rank",
+        "data-parallel-rpc-port",
+        "data-parallel-size",
+        "data-parallel-size-local",
+        "data-parallel-start-rank",
+        "data-parallel-supervisor-port",
+        "dbo-decode-token-threshold",
+        "dbo-prefill-token-threshold",
+        "dcp-kv-cache-interleave-size",
+        "decode-context-parallel-size",
+        "disable-access-log-for-endpoints",
+        "disable-chunked-prefill",
+        "disable-hybrid-kv-cache-manager",
+        "disable-log-requests",
+        "disable-log-stats",
+        "disable-prefix-caching",
+        "distributed-executor-backend",
+        "dtype",
+        "enable-auto-tool-choice",
+        "enable-chunked-prefill",
+        "enable-dbo",
+        "enable-eplb",
+        "enable-expert-parallel",
+        "enable-hybrid-kv-cache-manager",
+        "enable-prefix-caching",
+        "enable-prompt-tokens-details",
+        "enforce-eager",
+        "eplb-config",
+        "generation-config",
+        "gpu-memory-utilization",
+        "headless",
+        "host",
+        "kv-cache-dtype",
+        "kv-cache-memory-bytes",
+        "kv-cache-metrics",
+        "kv-events-config",
+        "kv-offloading-backend",
+        "kv-offloading-size",
+        "kv-transfer-config",
+        "load-format",
+        "long-prefill-token-threshold",
+        "max-cudagraph-capture-size",
+        "max-log-len",
+        "max-logprobs",
+        "max-lora-rank",
+        "max-loras",
+        "max-cpu-loras",
+        "max-model-len",
+        "max-num-batched-tokens",
+        "max-num-seqs",
+        "max-num-queued-reqs",
+        "max-parallel-loading-workers",
+        "model",
+        "moe-backend",
+        "no-disable-hybrid-kv-cache-manager",
+        "no-enable-chunked-prefill",
+        "no-enable-prefix-caching",
+        "no-enable-auto-tool-choice",
+        "override-generation-config",
+        "pipeline-parallel-size",
+        "port",
+        "prefill-context-parallel-size",
+        "prefix-caching-hash-algo",
+        "quantization",
+        "reasoning-parser",
+        "revision",
+        "scheduling-policy",
+        "seed",
+        "served-model-name",
+        "speculative-config",
+        "stream-interval",
+        "tensor-parallel-size",
+        "tokenizer",
+        "tokenizer-mode",
+        "tool-call-parser",
+        "trust-remote-code",
+        "uvicorn-log-level",
+    )
 )
 
 # Set by the LLMInferenceService itself (model name, port, spec.parallelism.tensor).
