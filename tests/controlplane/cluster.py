@@ -367,9 +367,7 @@ class ControlPlane:
         status["desired"]["image"] = _release_image(version)
         status["history"][0]["version"] = version
         status["history"][0]["image"] = _release_image(version)
-        self._call(
-            "PATCH", "/apis/config.openshift.io/v1/clusterversions/version/status", {"status": status}, patch=True
-        )
+        self._call("PUT", "/apis/config.openshift.io/v1/clusterversions/version/status", cv)
 
     def mint_sa_kubeconfig(
         self, namespace: str, name: str, path: str | Path | None = None, expiration: int = 3600

@@ -123,11 +123,14 @@ CONFIGMAP = Res("", "v1", "configmaps", "ConfigMap")
 
 
 def cond(ctype: str, status: str = "True", reason: str = "", message: str = "", **extra: Any) -> dict:
-    c = {"type": ctype, "status": status, "lastTransitionTime": now()}
-    if reason:
-        c["reason"] = reason
-    if message:
-        c["message"] = message
+    """A condition with every field metav1.Condition requires (reason non-empty, message present)."""
+    c = {
+        "type": ctype,
+        "status": status,
+        "lastTransitionTime": now(),
+        "reason": reason or ("AsExpected" if status == "True" else "NotReady" if status == "False" else "Unknown"),
+        "message": message,
+    }
     c.update(extra)
     return c
 
