@@ -141,6 +141,12 @@ objects:
       type: str
       sample: created
       choices: [created, configured, unchanged, deleted, absent, rendered]
+    validated:
+      description:
+        - V(false) when, in check mode, the object lives in a namespace the same run would create,
+          so the API server could not dry-run it.
+      type: bool
+      returned: when false
     path:
       description: File written, with O(delivery=render).
       type: str
@@ -251,11 +257,22 @@ def apply(module, client, objs):
     params = module.params
     dry_run = "All" if module.check_mode else None
     results, diffs, changed = [], [], False
+    # In check mode a namespace this batch would create does not exist yet, so the server
+    # cannot dry-run objects inside it: they are reported as to be created, unvalidated.
+    pending_namespaces = set()
     for obj in objs:
         resource = kc.resource_for(client, obj["apiVersion"], obj["kind"])
         obj = _split_default_ns(obj, resource)
         meta = obj["metadata"]
+        if module.check_mode and meta.get("namespace") in pending_namespaces:
+            changed = True
+            results.append(_entry(obj, "created", validated=False))
+            if module._diff:
+                diffs.append({"before_header": kc.ref(obj), "after_header": kc.ref(obj), "before": {}, "after": obj})
+            continue
         before = kc.get_live(client, resource, meta["name"], meta.get("namespace"))
+        if module.check_mode and before is None and obj["kind"] == "Namespace" and obj["apiVersion"] == "v1":
+            pending_namespaces.add(meta["name"])
         try:
             after = client.server_side_apply(
                 resource,
