@@ -94,9 +94,10 @@ func (s *supervisor) spawn(name, logPath string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The children die with the supervisor, whatever kills it: nothing is left running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	// Memory: the budget is ~600 MB per instance. A soft limit makes the Go GC of the
-	// children collect before the heap doubles (GOGC=100 would let RSS reach 2x live).
-	cmd.Env = append(os.Environ(), "GODEBUG=", "GOGC=50", "GOMEMLIMIT="+memLimit(name))
+	// Memory: GOGC=50 keeps the heap of the children at 1.5x live instead of 2x. No
+	// GOMEMLIMIT: below the live heap (kube-apiserver with these CRDs holds ~500 MB) it
+	// turns into a GC loop that burns CPU while idle.
+	cmd.Env = append(os.Environ(), "GODEBUG=", "GOGC=50")
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -384,10 +385,24 @@ func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error
 		return 0, err
 	}
 	existing := map[string]bool{}
+	allEstablished := true
 	if list, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, c := range list.Items {
 			existing[c.Name] = true
+			if !isEstablished(&c) {
+				allEstablished = false
+			}
 		}
+	}
+	missing := 0
+	for i := range bundle.CRDs {
+		if !existing[bundle.CRDs[i].Name] {
+			missing++
+		}
+	}
+	if missing == 0 && allEstablished {
+		// restored from a snapshot: wait until discovery lists every group
+		return len(bundle.CRDs), waitDiscovery(ctx, cfg, bundle.CRDs)
 	}
 	work := make(chan *apiextv1.CustomResourceDefinition)
 	errs := make(chan error, len(bundle.CRDs))
@@ -419,19 +434,13 @@ func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error
 		list, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 		if err == nil {
 			pending := 0
-			for _, c := range list.Items {
-				est := false
-				for _, cond := range c.Status.Conditions {
-					if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-						est = true
-					}
-				}
-				if !est {
+			for i := range list.Items {
+				if !isEstablished(&list.Items[i]) {
 					pending++
 				}
 			}
 			if pending == 0 {
-				return len(bundle.CRDs), nil
+				return len(bundle.CRDs), waitDiscovery(ctx, cfg, bundle.CRDs)
 			}
 		}
 		select {
@@ -546,9 +555,53 @@ func saveSnapshot(ctx context.Context, endpoint, path string) error {
 	return os.Rename(tmp, path)
 }
 
-func memLimit(child string) string {
-	if child == "apiserver" {
-		return "600MiB"
+func isEstablished(c *apiextv1.CustomResourceDefinition) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
+			return true
+		}
 	}
-	return "150MiB"
+	return false
+}
+
+// waitDiscovery returns when discovery serves every group/version of the CRDs, so that
+// clients relying on discovery (kubectl, kubernetes.core) find them at once.
+func waitDiscovery(ctx context.Context, cfg *rest.Config, crds []apiextv1.CustomResourceDefinition) error {
+	want := map[string]bool{}
+	for _, c := range crds {
+		for _, v := range c.Spec.Versions {
+			if v.Served {
+				want[c.Spec.Group+"/"+v.Name] = true
+			}
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for {
+		groups, err := cs.Discovery().ServerGroups()
+		if err == nil {
+			have := map[string]bool{}
+			for _, g := range groups.Groups {
+				for _, v := range g.Versions {
+					have[v.GroupVersion] = true
+				}
+			}
+			missing := 0
+			for gv := range want {
+				if !have[gv] {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("discovery does not list every CRD group: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
