@@ -462,3 +462,121 @@ def _descendants(pid: int) -> list[int]:
 
 def test_rss_is_measurable(cluster):
     assert process_tree_rss(cluster.pid) > 0
+
+
+def test_simulator_plays_the_other_operators(cluster):
+    """Every other simulated kind reaches the status its real controller would report."""
+    ns = "sim-operands"
+    cluster.kubectl("create", "namespace", ns)
+    digest = "registry.example/vllm@sha256:" + "1" * 64
+    pod = {"containers": [{"name": "main", "image": digest}]}
+    objs = [
+        {
+            "apiVersion": "nfd.openshift.io/v1",
+            "kind": "NodeFeatureDiscovery",
+            "metadata": {"name": "nfd-instance", "namespace": ns},
+            "spec": {},
+        },
+        {
+            "apiVersion": "dscinitialization.opendatahub.io/v1",
+            "kind": "DSCInitialization",
+            "metadata": {"name": "default-dsci"},
+            "spec": {},
+        },
+        {
+            "apiVersion": "datasciencecluster.opendatahub.io/v1",
+            "kind": "DataScienceCluster",
+            "metadata": {"name": "default-dsc"},
+            "spec": {"components": {"kserve": {"managementState": "Managed"}}},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "prepull", "namespace": ns},
+            "spec": {
+                "selector": {"matchLabels": {"app": "prepull"}},
+                "template": {
+                    "metadata": {"labels": {"app": "prepull"}},
+                    "spec": pod | {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                },
+            },
+        },
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "decode", "namespace": ns},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": pod}}},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "route", "namespace": ns},
+            "spec": {
+                "parentRefs": [{"name": "inference-gateway"}],
+                "rules": [
+                    {"backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "pool"}]}
+                ],
+            },
+        },
+        {
+            "apiVersion": "inference.networking.k8s.io/v1",
+            "kind": "InferencePool",
+            "metadata": {"name": "pool", "namespace": ns},
+            "spec": {
+                "selector": {"matchLabels": {"app": "vllm"}},
+                "targetPorts": [{"number": 8000}],
+                "endpointPickerRef": {"name": "epp", "port": {"number": 9002}},
+            },
+        },
+        {
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "ScaledObject",
+            "metadata": {"name": "so", "namespace": ns},
+            "spec": {
+                "scaleTargetRef": {"name": "epp"},
+                "triggers": [
+                    {
+                        "type": "prometheus",
+                        "metadata": {"serverAddress": "http://p:9090", "query": "1", "threshold": "1"},
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": "site", "namespace": ns},
+            "spec": {
+                "project": "default",
+                "destination": {"server": "https://kubernetes.default.svc", "namespace": ns},
+                "source": {"repoURL": "https://git.example/site.git", "path": "clusters/a", "targetRevision": "main"},
+            },
+        },
+        {
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "PinnedImageSet",
+            "metadata": {"name": "vllm-images"},
+            "spec": {"pinnedImages": [{"name": digest}]},
+        },
+    ]
+    res = cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objs))
+    assert res.returncode == 0, res.stderr
+    patch = '{"spec":{"pinnedImageSets":[{"name":"vllm-images"}]}}'
+    assert cluster.kubectl("patch", "mcp", "worker", "--type=merge", "-p", patch).returncode == 0
+    try:
+        for args in (
+            ("-n", ns, "nodefeaturediscovery/nfd-instance", "--for=condition=Available"),
+            ("dscinitialization/default-dsci", "--for=jsonpath={.status.phase}=Ready"),
+            ("datasciencecluster/default-dsc", "--for=condition=Ready"),
+            ("-n", ns, "daemonset/prepull", "--for=jsonpath={.status.numberReady}=2"),
+            ("-n", ns, "leaderworkerset/decode", "--for=condition=Available"),
+            ("-n", ns, "scaledobject/so", "--for=condition=Ready"),
+            ("-n", ns, "application/site", "--for=jsonpath={.status.health.status}=Healthy"),
+            ("-n", ns, "inferencepool/pool", "--for=jsonpath={.status.parents[0].conditions[0].status}=True"),
+            ("mcp/worker", "--for=jsonpath={.status.poolSynchronizersStatus[0].updatedMachineCount}=2"),
+        ):
+            res = cluster.kubectl("wait", *args, "--timeout=30s")
+            assert res.returncode == 0, f"{args}: {res.stderr}"
+    finally:
+        cluster.kubectl("patch", "mcp", "worker", "--type=merge", "-p", '{"spec":{"pinnedImageSets":null}}')
+        cluster.kubectl("delete", "pinnedimageset/vllm-images", "dsc/default-dsc", "dsci/default-dsci", "--wait=false")

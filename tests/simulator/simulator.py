@@ -119,6 +119,7 @@ MCP = Res("machineconfiguration.openshift.io", "v1", "machineconfigpools", "Mach
 MCN = Res("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False)
 PINNEDIMAGESET = Res("machineconfiguration.openshift.io", "v1", "pinnedimagesets", "PinnedImageSet", False)
 NODE = Res("", "v1", "nodes", "Node", False)
+NO_STATUS_SUBRESOURCE = {APPLICATION}
 CONFIGMAP = Res("", "v1", "configmaps", "ConfigMap")
 
 
@@ -217,25 +218,18 @@ class Simulator:
 
     def patch_status(self, res: Res, obj: dict, status: dict) -> None:
         md = obj["metadata"]
+        # Argo CD's Application CRD has no status subresource: its controller writes the object.
+        sub = None if res in NO_STATUS_SUBRESOURCE else "status"
         try:
             self.call(
                 "PATCH",
-                res.path(md.get("namespace"), md["name"], "status"),
+                res.path(md.get("namespace"), md["name"], sub),
                 body={"status": status},
                 patch="application/merge-patch+json",
             )
             log.info("%s %s/%s: status %s", res.kind, md.get("namespace", ""), md["name"], sorted(status))
         except ApiException as e:
             if e.status == 404:
-                return
-            # Resources without a status subresource (Argo CD Application) take it on the object.
-            if e.status == 405 or (e.status == 404 and "status" in str(e.body)):
-                self.call(
-                    "PATCH",
-                    res.path(md.get("namespace"), md["name"]),
-                    body={"status": status},
-                    patch="application/merge-patch+json",
-                )
                 return
             raise
 
