@@ -161,6 +161,8 @@ class ControlPlane:
         self.timings: dict[str, float] = {}
         self._api_client = None
         self._dynamic = None
+        self._batch: list | None = None
+        self._executor = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 300) -> ControlPlane:
@@ -303,6 +305,17 @@ class ControlPlane:
 
     def apply(self, obj: dict, status: dict | None = None) -> None:
         """Create obj (no-op when it exists); then set its status through the status subresource."""
+        if self._batch is not None:  # seeding: requests go out in parallel
+            self._batch.append(self._executor.submit(self._apply, obj, status))
+            return
+        self._apply(obj, status)
+
+    def _flush(self) -> None:
+        futures, self._batch = self._batch, []
+        for f in futures:
+            f.result()
+
+    def _apply(self, obj: dict, status: dict | None = None) -> None:
         api_version, kind = obj["apiVersion"], obj["kind"]
         plural = _PLURALS[kind]
         base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
@@ -407,12 +420,25 @@ class ControlPlane:
     # ------------------------------------------------------------------ seeding
     def seed(self) -> None:
         """Seed what an OpenShift cluster of this profile has before we install anything."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as self._executor:
+            self._batch = []
+            try:
+                self._seed()
+                self._flush()
+            finally:
+                self._batch = None
+                self._executor = None
+
+    def _seed(self) -> None:
         p = self.profile
         osh = p["openshift"]
         from simulator import CONFIG_NAME, CONFIG_NAMESPACE
 
         for ns in [*OPENSHIFT_NAMESPACES, CONFIG_NAMESPACE]:
             self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self._flush()  # namespaces first
         self.apply(
             {
                 "apiVersion": "v1",
