@@ -65,7 +65,10 @@ include mk/*.mk
 pytest: setup controlplane
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/bench
 
-test: lint sanity pytest molecule
+# Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
+# the exit code is non-zero when any failed.
+test:
+	$(MAKE) --no-print-directory -k lint sanity pytest molecule
 
 bench: setup controlplane
 	$(PY) -m pytest -q -s tests/bench

@@ -74,7 +74,7 @@ options:
   requirements:
     description:
       - Overrides and additions to the requirements derived from O(plans). Keys C(openshift_min),
-        C(openshift_max), C(apis) (added: list of C({group, versions, for})), C(gpus) (list of
+        C(openshift_max), C(apis) (extra APIs, a list of C({group, versions, for})), C(gpus) (list of
         C({gpu, count, for})), C(rdma) (C({nodes, why}) or false), C(single_node) (bool or null),
         C(storage_class) (bool), C(allow_unobserved_gpus) (bool).
     type: dict
