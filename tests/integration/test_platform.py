@@ -76,6 +76,11 @@ def snapshot(cp) -> set[tuple[str, str, str]]:
                 continue
             if kind == "Namespace" and meta["name"] not in OUR_NAMESPACES:
                 continue
+            # OLM objects count only in our namespaces (the cluster has global-operators of its own).
+            if kind.startswith(("Subscription", "OperatorGroup", "ClusterServiceVersion", "InstallPlan")) and (
+                meta.get("namespace") not in OUR_NAMESPACES
+            ):
+                continue
             if kind == "Namespace" and (item.get("status") or {}).get("phase") == "Terminating":
                 out.add((kind, "", meta["name"] + " (Terminating)"))
                 continue
