@@ -29,6 +29,9 @@ from tests.serving_helpers import (
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
+# The local control plane runs no Gateway controller: nothing marks a Gateway Programmed.
+LOCAL_CONTROL_PLANE_VARS = {"openshift_ai_wait_gateway": False}
+
 SERVING_KINDS = [
     ("serving.kserve.io/v1alpha2", "LLMInferenceService"),
     ("inference.networking.k8s.io/v1", "InferencePool"),
@@ -59,7 +62,7 @@ def _converge(inventory, cluster, tmp_path, **extra):
             PLAYBOOKS / "site.yml",
             INVENTORIES / inventory,
             kubeconfig=cluster.kubeconfig,
-            extravars={"report_dir": str(tmp_path / "reports"), **extra},
+            extravars={"report_dir": str(tmp_path / "reports"), **LOCAL_CONTROL_PLANE_VARS, **extra},
         )
 
 
