@@ -29,6 +29,14 @@ NOT_SERVED_LOCALLY = {
     ("nv-ipam.nvidia.com", "CIDRPool"): "network-operator v26 CRDs (nv-ipam) not available to the local control plane",
     ("operator.openshift.io", "LeaderWorkerSetOperator"): "openshift/lws-operator CRDs not available locally",
     ("llm-d.ai", "InferenceObjective"): "llm-d-router CRDs not available locally (x-k8s originals are)",
+    ("datasciencecluster.opendatahub.io", "DataScienceCluster"): "locally opendatahub-operator v2.35: DSC v1 only",
+    ("dscinitialization.opendatahub.io", "DSCInitialization"): "locally opendatahub-operator v2.35: DSCI v1 only",
+}
+
+# Fields the upstream version the project targets has but the older CRD the local control plane
+# loads lacks (rendering without cluster facts writes the target version's shape).
+LOCAL_SCHEMA_GAPS = {
+    ("nvidia.com", "ClusterPolicy"): ".spec.driver.kernelModuleType",  # GPU operator v26 field; v24.3 CRD locally
 }
 
 
