@@ -86,7 +86,7 @@ def epp_config(view, weights=None, non_cached_tokens=256, api_version="llm-d.ai/
         ("kv-cache-utilization-scorer", w["kv_cache"]),
     ]
     scorers = [(name, weight) for name, weight in scorers if weight > 0]
-    plugins = [{"type": name} for name, _ in scorers] + [{"type": "max-score-picker"}]
+    plugins = [{"type": scorer[0]} for scorer in scorers] + [{"type": "max-score-picker"}]
     profile_plugins = [{"pluginRef": name, "weight": weight} for name, weight in scorers]
     profile_plugins.append({"pluginRef": "max-score-picker"})
     config = {"apiVersion": api_version, "kind": "EndpointPickerConfig"}

@@ -232,7 +232,7 @@ def vllm_args(args, drop=None, strict=True, output="string"):
         seen.add(name)
         pairs.append((flag if "." in flag else "--" + name, value))
     if output == "names":
-        return ["--" + _name(f) for f, _ in pairs]
+        return ["--" + _name(pair[0]) for pair in pairs]
     if output == "list":
         return [f if v is None else f"{f}={v}" for f, v in pairs]
     if output != "string":

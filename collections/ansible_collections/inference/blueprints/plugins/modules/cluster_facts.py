@@ -19,7 +19,7 @@ description:
   - With O(source=inventory) builds the same shape from inventory values only, without cluster access
     (used with C(delivery=render)).
 author:
-  - inference.blueprints maintainers
+  - inference.blueprints maintainers (@inference-blueprints)
 options:
   source:
     description:
