@@ -37,6 +37,7 @@ NOT_SERVED_LOCALLY = {
 # loads lacks (rendering without cluster facts writes the target version's shape).
 LOCAL_SCHEMA_GAPS = {
     ("nvidia.com", "ClusterPolicy"): ".spec.driver.kernelModuleType",  # GPU operator v26 field; v24.3 CRD locally
+    ("mellanox.com", "NicClusterPolicy"): ".spec.nvIpam",  # network-operator v26 field; v1.4.0 CRD locally
 }
 
 
