@@ -8,8 +8,7 @@ DEMO_REPORT := $(ROOT)/reports
 
 demo: setup cluster-up
 	K8S_AUTH_KUBECONFIG=$(CLUSTER_DIR)/kubeconfig \
-	  ansible-playbook -i inventories/$(DEMO_SITE) playbooks/site.yml -e report_dir=$(DEMO_REPORT) \
-	    -e '{"openshift_ai_wait_gateway": false}'
+	  ansible-playbook -i inventories/$(DEMO_SITE) playbooks/site.yml -e report_dir=$(DEMO_REPORT)
 	@echo
 	@echo "Plan summary (from the report):"
 	@sed -n '1,40p' $(DEMO_REPORT)/$(DEMO_SITE)/report.md

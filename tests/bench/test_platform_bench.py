@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PLATFORM = ROOT / "playbooks" / "platform.yml"
 CHAT = ROOT / "inventories" / "example-chat"
 # The simulator does not play these two; the same switches as tests/integration/test_platform.py.
-EXTRAVARS = {"openshift_ai_wait_gateway": False, "autoscaling_wait_keda_controller": False}
+EXTRAVARS: dict = {}
 SERVER_FIELDS = ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink")
 
 

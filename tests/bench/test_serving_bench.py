@@ -36,7 +36,7 @@ def test_converge_vs_kubectl(cluster_factory, tmp_path, inventory):
         PLAYBOOKS / "site.yml",
         INVENTORIES / inventory,
         kubeconfig=ours.kubeconfig,
-        extravars={"report_dir": str(tmp_path / "rep"), "openshift_ai_wait_gateway": False},
+        extravars={"report_dir": str(tmp_path / "rep")},
         forks=forks,
     )
     assert first["rc"] == 0, first["tail"]
@@ -44,7 +44,7 @@ def test_converge_vs_kubectl(cluster_factory, tmp_path, inventory):
         PLAYBOOKS / "site.yml",
         INVENTORIES / inventory,
         kubeconfig=ours.kubeconfig,
-        extravars={"report_dir": str(tmp_path / "rep"), "openshift_ai_wait_gateway": False},
+        extravars={"report_dir": str(tmp_path / "rep")},
         forks=forks,
     )
     assert again["rc"] == 0, again["tail"]

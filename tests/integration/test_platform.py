@@ -88,9 +88,8 @@ def snapshot(cp) -> set[tuple[str, str, str]]:
     return out
 
 
-# The status simulator does not play Gateway (Programmed) nor KedaController (status.phase):
-# those two waits are switched off here; every other wait runs against the simulator.
-SIM_GAPS = {"openshift_ai_wait_gateway": False, "autoscaling_wait_keda_controller": False}
+# Every readiness wait runs against the simulator (it plays Gateway and KedaController too).
+SIM_GAPS: dict = {}
 
 
 def _vars(**extra):

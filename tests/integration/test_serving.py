@@ -30,7 +30,7 @@ from tests.serving_helpers import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # The local control plane runs no Gateway controller: nothing marks a Gateway Programmed.
-LOCAL_CONTROL_PLANE_VARS = {"openshift_ai_wait_gateway": False}
+LOCAL_CONTROL_PLANE_VARS: dict = {}
 
 SERVING_KINDS = [
     ("serving.kserve.io/v1alpha2", "LLMInferenceService"),

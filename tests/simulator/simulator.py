@@ -22,6 +22,8 @@ LeaderWorkerSet                       Available condition, ready replicas
 InferencePool                         ``parents[]`` Accepted/ResolvedRefs for the
                                       Gateways of the HTTPRoutes that reference it
 ScaledObject                          Ready/Active conditions
+KedaController                        ``status.phase`` Installation Succeeded
+GatewayClass, Gateway                 Accepted (and Programmed, with listener status)
 Argo CD Application                   sync Synced, health Healthy
 MachineConfigPool/PinnedImageSet      pool synchronizer PinnedImageSets up to date and
                                       MachineConfigNode pinnedImageSets generations
@@ -114,6 +116,9 @@ LWS = Res("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet
 INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
 HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 SCALEDOBJECT = Res("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+KEDACONTROLLER = Res("keda.sh", "v1alpha1", "kedacontrollers", "KedaController")
+GATEWAYCLASS = Res("gateway.networking.k8s.io", "v1", "gatewayclasses", "GatewayClass", False)
+GATEWAY = Res("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 APPLICATION = Res("argoproj.io", "v1alpha1", "applications", "Application")
 MCP = Res("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False)
 MCN = Res("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False)
@@ -189,6 +194,9 @@ class Simulator:
             LWS: self.on_lws,
             INFERENCEPOOL: self.on_inferencepool,
             SCALEDOBJECT: self.on_scaledobject,
+            KEDACONTROLLER: self.on_kedacontroller,
+            GATEWAYCLASS: self.on_gatewayclass,
+            GATEWAY: self.on_gateway,
             APPLICATION: self.on_application,
             MCP: self.on_mcp,
         }
@@ -823,6 +831,46 @@ class Simulator:
                 "originalReplicaCount": 1,
             },
         )
+
+    def on_kedacontroller(self, obj: dict) -> None:
+        # keda-olm-operator reports its install in status.phase (and the KEDA version it runs).
+        st = obj.get("status") or {}
+        if st.get("phase") != "Installation Succeeded":
+            self.patch_status(KEDACONTROLLER, obj, {"phase": "Installation Succeeded", "reason": "KEDA is installed"})
+
+    def on_gatewayclass(self, obj: dict) -> None:
+        want = [cond("Accepted", "True", "Accepted", observedGeneration=obj["metadata"].get("generation", 1))]
+        if not same_conditions((obj.get("status") or {}).get("conditions"), want):
+            self.patch_status(GATEWAYCLASS, obj, {"conditions": want})
+
+    def on_gateway(self, obj: dict) -> None:
+        gen = obj["metadata"].get("generation", 1)
+        want = [
+            cond("Accepted", "True", "Accepted", observedGeneration=gen),
+            cond("Programmed", "True", "Programmed", observedGeneration=gen),
+        ]
+        if same_conditions((obj.get("status") or {}).get("conditions"), want):
+            return
+        listeners = [
+            {
+                "name": ln["name"],
+                "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                "attachedRoutes": 0,
+                "conditions": [
+                    cond("Accepted", "True", "Accepted", observedGeneration=gen),
+                    cond("Programmed", "True", "Programmed", observedGeneration=gen),
+                    cond("ResolvedRefs", "True", "ResolvedRefs", observedGeneration=gen),
+                ],
+            }
+            for ln in (obj.get("spec") or {}).get("listeners") or []
+        ]
+        ns = obj["metadata"].get("namespace", "")
+        status = {
+            "conditions": want,
+            "addresses": [{"type": "Hostname", "value": f"{obj['metadata']['name']}.{ns}.svc.cluster.local"}],
+            "listeners": listeners,
+        }
+        self.patch_status(GATEWAY, obj, status)
 
     def on_application(self, obj: dict) -> None:
         st = obj.get("status") or {}
