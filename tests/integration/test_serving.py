@@ -93,7 +93,10 @@ def _live(cluster, namespace):
     return objs
 
 
-@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
+# The molecule scenarios (make molecule) converge every example site the same way, with an
+# idempotence step and a blueprint-specific verify; here the chat site (the richest: P/D,
+# NIXL over RDMA, LMCache, speculative decoding) is also checked object by object.
+@pytest.mark.parametrize("inventory", ["example-chat"])
 def test_example_site_converges_idempotently(cluster_factory, tmp_path, inventory):
     cluster = cluster_factory(EXAMPLES[inventory])
     first = _converge(inventory, cluster, tmp_path)
