@@ -9,11 +9,12 @@ PyPI instead; everything else ansible-test installs comes from PyPI as usual.
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from _wheels import cached_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTION = ROOT / "collections" / "ansible_collections" / "inference" / "blueprints"
@@ -41,29 +42,11 @@ runpy.run_module("pip", run_name="__main__", alter_sys=True)
 
 def seed_get_pip() -> None:
     pip_version = wanted_pip_version()
-    wheels = Path.home() / ".cache" / "inference-blueprints" / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    pattern = str(wheels / f"pip-{pip_version}-py3-none-any.whl")
-    if not glob.glob(pattern):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "-d",
-                str(wheels),
-                f"pip=={pip_version}",
-            ],
-            check=True,
-        )
+    wheel = cached_wheel("pip", pip_version)
     cache = Path.home() / ".ansible" / "test" / "cache"
     cache.mkdir(parents=True, exist_ok=True)
     stub = cache / f"get_pip_{pip_version.replace('.', '_')}.py"
-    stub.write_text(STUB.format(wheel=glob.glob(pattern)[0]))
+    stub.write_text(STUB.format(wheel=wheel))
 
 
 def main() -> int:

@@ -12,15 +12,13 @@ version range. Real users with Galaxy access can instead run
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import yaml
+from _wheels import CACHE, cached_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 # The newest `ansible` release that installs on the running interpreter
@@ -39,33 +37,14 @@ def main() -> int:
     parser.add_argument("--dest", required=True, help="collections path to populate")
     parser.add_argument(
         "--wheel-cache",
-        default=os.path.join(os.path.expanduser("~"), ".cache", "inference-blueprints", "wheels"),
+        default=CACHE,
     )
     args = parser.parse_args()
 
     reqs = yaml.safe_load((ROOT / "collections" / "requirements.yml").read_text())["collections"]
     wanted = {r["name"]: r.get("version", "*") for r in reqs}
 
-    os.makedirs(args.wheel_cache, exist_ok=True)
-    pattern = os.path.join(args.wheel_cache, f"ansible-{ANSIBLE_WHEEL}-*.whl")
-    if not glob.glob(pattern):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                args.wheel_cache,
-                f"ansible=={ANSIBLE_WHEEL}",
-            ],
-            check=True,
-        )
-    wheel = glob.glob(pattern)[0]
+    wheel = cached_wheel("ansible", ANSIBLE_WHEEL, args.wheel_cache)
     prefixes = tuple(f"ansible_collections/{n.replace('.', '/')}/" for n in wanted)
     dest = Path(args.dest)
     dest.mkdir(parents=True, exist_ok=True)
