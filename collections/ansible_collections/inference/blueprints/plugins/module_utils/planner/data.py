@@ -21,6 +21,11 @@ def _load(name: str) -> dict:
         return yaml.safe_load(fh)
 
 
+def load(name: str) -> dict:
+    """A catalog file as loaded and cached (shared: callers must not modify it)."""
+    return _load(name)
+
+
 def models() -> dict:
     return copy.deepcopy(_load("models.yaml"))
 
