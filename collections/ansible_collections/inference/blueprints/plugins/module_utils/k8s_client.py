@@ -1,23 +1,61 @@
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kubernetes client construction and object helpers shared by the collection's modules.
+"""Kubernetes connection, discovery and requests for the collection's Kubernetes tasks.
+
+One code path: the action plugins (in-process on the controller) and the modules (the
+AnsiballZ fallback) both call :func:`get_client` and the helpers here.
+
+Connection
+    :func:`get_client` builds one :class:`Client` per connection identity (kubeconfig,
+    context, host, credentials) and process. Credentials are loaded by the ``kubernetes``
+    package (kubeconfig, exec plugins, in-cluster service account); requests go through
+    its urllib3 pool, JSON in and out, so the client is thread-safe and version-neutral.
+
+Discovery
+    :meth:`Client.resource` maps ``(apiVersion, kind)`` to a :class:`Resource`. The map
+    comes from aggregated discovery (``GET /api`` and ``GET /apis``, two requests; per
+    group-version requests on servers without it) and is cached in a file shared by every
+    task and worker process of a run, like kubectl's ``~/.kube/cache/discovery``:
+
+    ``$INFERENCE_BLUEPRINTS_CACHE_DIR/discovery/<host>/<identity>.json``
+    (default ``${XDG_CACHE_HOME:-~/.cache}/inference-blueprints/discovery/...``), where
+    ``<identity>`` is a SHA-256 of the server URL and the credentials (token, client
+    certificate, user), mode 0600. Entries are trusted for
+    ``$INFERENCE_BLUEPRINTS_DISCOVERY_TTL`` seconds (default 6 h, kubectl's discovery cache
+    TTL: k8s.io/cli-runtime v0.36.3 pkg/genericclioptions/config_flags.go). A kind that is
+    not in the cache triggers one refresh per process (CRDs appear mid-run when operators
+    install them); a kind still missing after it is reported as not served.
+
+Tracing (tests, debugging)
+    With ``INFERENCE_BLUEPRINTS_K8S_TRACE=<file>`` every HTTP request (method, path, status;
+    never headers) and every discovery decision (cache read, fetch) is appended to the file
+    as one JSON line.
 
 Private to the collection: the public interface is the modules.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import random
+import re
+import tempfile
+import threading
+import time
+from collections import namedtuple
+from urllib.parse import quote, urlencode
 
 try:
+    import urllib3
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
-    from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import ApiException, NotFoundError, ResourceNotFoundError
+    from kubernetes.client import rest as k8s_rest
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - reported by the module
+except ImportError as exc:  # pragma: no cover - reported by the callers
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = exc
 
@@ -39,8 +77,33 @@ _ENV = {
     "ca_cert": "K8S_AUTH_SSL_CA_CERT",
 }
 
+ENV_CACHE_DIR = "INFERENCE_BLUEPRINTS_CACHE_DIR"
+ENV_DISCOVERY_TTL = "INFERENCE_BLUEPRINTS_DISCOVERY_TTL"
+ENV_TRACE = "INFERENCE_BLUEPRINTS_K8S_TRACE"
+# kubectl keeps discovery for 6 hours (k8s.io/cli-runtime v0.36.3,
+# pkg/genericclioptions/config_flags.go: NewCachedDiscoveryClientForConfig(..., 6*time.Hour)).
+DEFAULT_DISCOVERY_TTL = 6 * 3600
+CACHE_FORMAT = 1
+
+# Aggregated discovery media types (apidiscovery.k8s.io v2 is GA since Kubernetes 1.30,
+# v2beta1 since 1.26: kubernetes/enhancements KEP-3352); plain JSON is the fallback.
+AGGREGATED_ACCEPT = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+    "application/json"
+)
+USER_AGENT = "inference-blueprints"
+POOL_SIZE = 16
+REQUEST_TIMEOUT = 60
+# Throttling: 429 (and 5xx with Retry-After) are retried, honouring Retry-After.
+MAX_RETRIES = 6
+MAX_RETRY_WAIT = 30.0
+RETRY_BUDGET = 120.0
+
 # Metadata the server owns; ignored when comparing desired and live objects.
 VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
+
+VERBS = {"GET": "get", "PATCH": "patch", "DELETE": "delete", "POST": "create", "PUT": "update"}
 
 
 class ClientError(Exception):
@@ -51,69 +114,257 @@ class ClientError(Exception):
         self.results = results or []
 
 
-def _param(params, key):
-    value = params.get(key)
-    if value is None:
-        value = os.environ.get(_ENV[key])
-        if key == "validate_certs" and value is not None:
-            value = str(value).lower() not in ("0", "false", "no", "off")
-    return value
+class ApiError(ClientError):
+    """A non-2xx answer of the API server, parsed from its Status object when it sent one."""
 
-
-def get_client(params):
-    """Return a DynamicClient for the connection options in ``params``."""
-    kubeconfig = _param(params, "kubeconfig")
-    context = _param(params, "context")
-    host = _param(params, "host")
-    api_key = _param(params, "api_key")
-    configuration = k8s.Configuration()
-    try:
-        if isinstance(kubeconfig, dict):
-            k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration)
-        elif kubeconfig:
-            path = os.path.expanduser(str(kubeconfig))
-            if not os.path.exists(path):
-                raise ClientError(f"kubeconfig {path} does not exist")
-            k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-        elif host and api_key:
-            configuration.host = host
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        else:
-            k8s_config.load_kube_config(context=context, client_configuration=configuration)
-    except k8s_config.ConfigException as exc:
-        raise ClientError(f"cannot load Kubernetes credentials: {exc}") from exc
-    if host:
-        configuration.host = host
-    if api_key:
-        configuration.api_key = {"authorization": f"Bearer {api_key}"}
-    validate = _param(params, "validate_certs")
-    if validate is not None:
-        configuration.verify_ssl = bool(validate)
-    ca_cert = _param(params, "ca_cert")
-    if ca_cert:
-        configuration.ssl_ca_cert = ca_cert
-    try:
-        return DynamicClient(k8s.ApiClient(configuration))
-    except Exception as exc:  # discovery failure: unreachable server, bad credentials
-        raise ClientError(f"cannot reach the Kubernetes API at {configuration.host}: {_reason(exc)}") from exc
-
-
-def _reason(exc):
-    body = getattr(exc, "body", None)
-    if body:
+    def __init__(self, method, path, status, body=b"", headers=None):
+        self.method = method
+        self.path = path
+        self.status = status
+        self.headers = dict(headers or {})
+        self.reason = ""
+        self.details = {}
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+        self.message = text.strip()
         try:
-            import json
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("kind") == "Status":
+            self.message = doc.get("message") or self.message
+            self.reason = doc.get("reason") or ""
+            self.details = doc.get("details") or {}
+        if not self.message:
+            self.message = f"HTTP {status}"
+        super().__init__(f"{method} {path}: {status} {self.reason or ''} {self.message}".replace("  ", " "))
 
-            return json.loads(body).get("message", str(body))
-        except (ValueError, AttributeError):
-            return str(body)
-    return str(exc)
+    @property
+    def causes(self):
+        return self.details.get("causes") or []
+
+    def object_not_found(self, name):
+        """404 for a missing object (not for a path the server does not serve at all)."""
+        return self.status == 404 and self.reason == "NotFound" and self.details.get("name") == name
 
 
-def api_error_message(exc):
-    """The API server's own message for an ApiException."""
-    return _reason(exc)
+class KindNotServed(ClientError):
+    """The API server does not serve a kind in an API version."""
+
+
+Resource = namedtuple("Resource", "group version kind plural namespaced verbs subresources")
+
+
+def api_version_of(resource):
+    return f"{resource.group}/{resource.version}" if resource.group else resource.version
+
+
+def resource_path(resource, name=None, namespace=None, subresource=None):
+    base = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
+    if resource.namespaced and namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{resource.plural}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    if subresource:
+        base += f"/{subresource}"
+    return base
+
+
+def split_api_version(api_version):
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+# ---------------------------------------------------------------------------- helpers (pure)
+
+
+def retry_delay(attempt, retry_after=None):
+    """Seconds to wait before retry ``attempt`` (0-based): Retry-After when given, else backoff."""
+    if retry_after is not None:
+        try:
+            return max(0.0, min(float(str(retry_after).strip()), MAX_RETRY_WAIT))
+        except ValueError:
+            pass  # an HTTP date: fall back to backoff
+    return min(0.5 * (2**attempt), 8.0) * (0.75 + random.random() / 2)  # noqa: S311 - jitter, not crypto
+
+
+def retryable(status, headers):
+    """Whether an answer means "try again later": 429, or a 5xx that says when (Retry-After)."""
+    if status == 429:
+        return True
+    return status >= 500 and any(k.lower() == "retry-after" for k in (headers or {}))
+
+
+def parse_aggregated(doc):
+    """(groups, resources, stale) from an APIGroupDiscoveryList (apidiscovery.k8s.io v2/v2beta1).
+
+    ``groups``: group -> versions (preferred first); ``resources``: group/version -> kind ->
+    [plural, namespaced, verbs, subresources]; ``stale``: group/versions the server could
+    not refresh (an aggregated API that is down), whose resources may be missing.
+    """
+    groups, resources, stale = {}, {}, []
+    for item in doc.get("items") or []:
+        group = (item.get("metadata") or {}).get("name") or ""
+        versions = []
+        for ver in item.get("versions") or []:
+            version = ver.get("version")
+            if not version:
+                continue
+            versions.append(version)
+            gv = f"{group}/{version}" if group else version
+            if ver.get("freshness") == "Stale":
+                stale.append(gv)
+            kinds = {}
+            for res in ver.get("resources") or []:
+                kind = (res.get("responseKind") or {}).get("kind")
+                if not kind or not res.get("resource"):
+                    continue
+                kinds.setdefault(
+                    kind,
+                    [
+                        res["resource"],
+                        res.get("scope") == "Namespaced",
+                        sorted(res.get("verbs") or []),
+                        sorted(s.get("subresource", "") for s in res.get("subresources") or []),
+                    ],
+                )
+            resources[gv] = kinds
+        groups[group] = versions
+    return groups, resources, stale
+
+
+def parse_resource_list(doc):
+    """kind -> [plural, namespaced, verbs, subresources] from an APIResourceList."""
+    kinds, subs = {}, {}
+    for res in doc.get("resources") or []:
+        name = res.get("name", "")
+        if "/" in name:
+            parent, sub = name.split("/", 1)
+            subs.setdefault(parent, []).append(sub)
+            continue
+        kinds.setdefault(res.get("kind"), [name, bool(res.get("namespaced")), sorted(res.get("verbs") or []), []])
+    for entry in kinds.values():
+        entry[3] = sorted(subs.get(entry[0], []))
+    return kinds
+
+
+def parse_group_list(doc):
+    """group -> versions (preferred first) from an APIGroupList."""
+    groups = {}
+    for group in doc.get("groups") or []:
+        versions = [v["version"] for v in group.get("versions") or []]
+        preferred = (group.get("preferredVersion") or {}).get("version")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        groups[group["name"]] = versions
+    return groups
+
+
+def safe_host(server):
+    """A directory name for a server URL (kubectl's rule: scheme dropped, the rest made file-safe)."""
+    schemeless = re.sub(r"^https?://", "", server)
+    return re.sub(r"[^\w/.]", "_", schemeless).replace("/", "_")
+
+
+def default_cache_dir(env=None):
+    env = os.environ if env is None else env
+    base = env.get(ENV_CACHE_DIR)
+    if not base:
+        xdg = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(xdg, "inference-blueprints")
+    return os.path.join(base, "discovery")
+
+
+def discovery_ttl(env=None):
+    env = os.environ if env is None else env
+    try:
+        return float(env.get(ENV_DISCOVERY_TTL, DEFAULT_DISCOVERY_TTL))
+    except ValueError:
+        return float(DEFAULT_DISCOVERY_TTL)
+
+
+def not_served_message(kind, api_version, served_versions, kinds_in_version=None):
+    """Why (apiVersion, kind) cannot be used, naming the kind, the group/version and what is served."""
+    group, version = split_api_version(api_version)
+    label = group or "core"
+    head = f"the API server does not serve {kind} in {api_version}"
+    if kinds_in_version is not None:
+        shown = ", ".join(sorted(kinds_in_version)[:12]) or "none"
+        return f"{head}: API group {label} {version} is served but has no kind {kind} (it serves: {shown})"
+    if served_versions:
+        return (
+            f"{head}: API group {label} is served only in version(s) {', '.join(served_versions)}; "
+            f"render for a served version or install the operator or CRD release that serves {api_version}"
+        )
+    hint = provider_hint(group)
+    return (
+        f"{head}: nothing on this cluster provides API group {label} (no CRD or operator serves it); "
+        f"install {hint} first"
+    )
+
+
+def provider_hint(group):
+    """Who installs ``group`` in a site, from the cluster_facts requirement tables."""
+    try:
+        from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import SERVING_APIS
+    except ImportError:  # pragma: no cover
+        SERVING_APIS = {}
+    for _component, (installer, api_group, _versions, kind) in SERVING_APIS.items():
+        if api_group == group:
+            return f"the operator that provides {kind} (the blueprint's {installer} component)"
+    return f"the operator or CRD that provides {group}"
+
+
+_WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request(?::\s*(.*))?', re.S)
+_FORBIDDEN = re.compile(
+    r'cannot (?P<verb>\w+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+    r'(?: in the namespace "(?P<namespace>[^"]+)")?'
+)
+_POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)' denied request(?::\s*(.*))?", re.S)
+
+
+def explain(err, verb, what, resource=None, namespace=None):
+    """One clear sentence for an API error of ``verb`` on ``what`` (a ref such as ``ConfigMap ns/a (v1)``)."""
+    if not isinstance(err, ApiError):
+        return f"cannot {verb} {what}: {err}"
+    msg = err.message
+    webhook = _WEBHOOK.search(msg)
+    if webhook:
+        reason = webhook.group(2) or "(no reason given)"
+        return f"admission webhook {webhook.group(1)} denied {verb} of {what}: {reason}"
+    policy = _POLICY.search(msg)
+    if policy:
+        return (
+            f"admission policy {policy.group(1)} (binding {policy.group(2)}) denied {verb} of {what}: "
+            f"{policy.group(3) or '(no reason given)'}"
+        )
+    if err.status == 403:
+        said = _FORBIDDEN.search(msg)
+        if said:  # the authorizer's own words: verb, resource, group, namespace it checked
+            verb = said.group("verb")
+            res = said.group("resource") + (f".{said.group('group')}" if said.group("group") else "")
+            if said.group("namespace"):
+                namespace = said.group("namespace")
+            elif "at the cluster scope" in msg:
+                namespace = None
+        elif resource is not None:
+            res = resource.plural + (f".{resource.group}" if resource.group else "")
+        else:
+            res = err.details.get("kind") or "the resource"
+        where = f"in namespace {namespace}" if namespace else "at cluster scope"
+        return f"forbidden: the credentials in use may not {verb} {res} {where} ({what}): {msg}"
+    if err.status == 409 and err.reason == "Conflict" and err.causes:
+        fields = ", ".join(c.get("field", "?") for c in err.causes)
+        return (
+            f"conflict applying {what}: other field managers own {fields} ({msg}); "
+            "set force_conflicts: true to take these fields over, or leave them to their owner"
+        )
+    if err.status == 429 or retryable(err.status, err.headers):
+        return f"the API server kept throttling {verb} of {what} (HTTP {err.status}) after {MAX_RETRIES} retries: {msg}"
+    return f"the API server refused {verb} of {what}: {msg}"
 
 
 def ref(obj):
@@ -123,28 +374,6 @@ def ref(obj):
     if meta.get("namespace"):
         name = f"{meta['namespace']}/{name}"
     return f"{obj.get('kind', '?')} {name} ({obj.get('apiVersion', '?')})"
-
-
-def resource_for(client, api_version, kind):
-    try:
-        return client.resources.get(api_version=api_version, kind=kind)
-    except ResourceNotFoundError:
-        # The discovery cache may predate a CRD installed moments ago.
-        client.resources.invalidate_cache()
-        try:
-            return client.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError as exc:
-            raise ClientError(
-                f"the API server does not serve {kind} in {api_version}: is the operator or CRD that "
-                "provides it installed, and is this the API version your cluster serves?"
-            ) from exc
-
-
-def get_live(client, resource, name, namespace):
-    try:
-        return resource.get(name=name, namespace=namespace).to_dict()
-    except NotFoundError:
-        return None
 
 
 def normalize(obj):
@@ -178,18 +407,410 @@ def lookup(obj, path):
     return cur
 
 
+# ---------------------------------------------------------------------------- connection
+
+
+def _param(params, key, env):
+    value = params.get(key)
+    if value is None:
+        value = env.get(_ENV[key])
+        if key == "validate_certs" and value is not None:
+            value = str(value).lower() not in ("0", "false", "no", "off")
+    return value
+
+
+def _connection_key(params, env):
+    """What decides the connection: the options, the kubeconfig file's identity, the token."""
+    kubeconfig = _param(params, "kubeconfig", env)
+    if isinstance(kubeconfig, dict):
+        source = json.dumps(kubeconfig, sort_keys=True, default=str)
+    else:
+        source = str(kubeconfig or env.get("KUBECONFIG") or "")
+        for path in source.split(os.pathsep) if source else []:
+            try:
+                st = os.stat(os.path.expanduser(path))
+                source += f"|{st.st_mtime_ns}:{st.st_size}"
+            except OSError:
+                pass
+    parts = [
+        source,
+        _param(params, "context", env),
+        _param(params, "host", env),
+        hashlib.sha256(str(_param(params, "api_key", env) or "").encode()).hexdigest(),
+        _param(params, "validate_certs", env),
+        _param(params, "ca_cert", env),
+        bool(env.get("KUBERNETES_SERVICE_HOST")),
+    ]
+    return json.dumps(parts, default=str)
+
+
+def load_configuration(params, env=None):
+    """A ``kubernetes.client.Configuration`` for the connection options (task args, then K8S_AUTH_*)."""
+    env = os.environ if env is None else env
+    kubeconfig = _param(params, "kubeconfig", env)
+    context = _param(params, "context", env)
+    host = _param(params, "host", env)
+    api_key = _param(params, "api_key", env)
+    configuration = k8s.Configuration()
+    try:
+        if isinstance(kubeconfig, dict):
+            k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration)
+        elif kubeconfig:
+            path = os.path.expanduser(str(kubeconfig))
+            if not os.path.exists(path):
+                raise ClientError(f"kubeconfig {path} does not exist")
+            k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        elif host and api_key:
+            configuration.host = host
+        elif env.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            default = env.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            k8s_config.load_kube_config(config_file=default, context=context, client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise ClientError(f"cannot load Kubernetes credentials: {exc}") from exc
+    if host:
+        configuration.host = host
+    if api_key:
+        configuration.api_key = {"authorization": f"Bearer {api_key}"}
+    validate = _param(params, "validate_certs", env)
+    if validate is not None:
+        configuration.verify_ssl = bool(validate)
+    ca_cert = _param(params, "ca_cert", env)
+    if ca_cert:
+        configuration.ssl_ca_cert = ca_cert
+    return configuration
+
+
+_CLIENTS = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def get_client(params, env=None):
+    """The :class:`Client` for the connection options in ``params``, built once per process."""
+    env = dict(os.environ if env is None else env)
+    key = _connection_key(params, env) + "|" + json.dumps([env.get(ENV_TRACE), default_cache_dir(env)])
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = Client(load_configuration(params, env), env)
+            _CLIENTS[key] = client
+        return client
+
+
+class Client:
+    """JSON requests to one API server with one identity, and its discovery."""
+
+    def __init__(self, configuration, env=None):
+        env = os.environ if env is None else env
+        self.configuration = configuration
+        self.server = configuration.host.rstrip("/")
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
+        self._http = k8s_rest.RESTClientObject(configuration).pool_manager
+        self._trace_path = env.get(ENV_TRACE)
+        self._trace_lock = threading.Lock()
+        self.discovery = Discovery(self, default_cache_dir(env), discovery_ttl(env))
+
+    # -- identity, tracing
+    def _auth_headers(self):
+        headers = {}
+        for setting in (self.configuration.auth_settings() or {}).values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    def identity(self):
+        """SHA-256 over the server and the credentials (never stored or shown in clear)."""
+        digest = hashlib.sha256(self.server.encode())
+        for key, value in sorted(self._auth_headers().items()):
+            digest.update(f"\0{key}={value}".encode())
+        for path in (self.configuration.cert_file,):
+            if path:
+                try:
+                    with open(path, "rb") as fh:
+                        digest.update(b"\0cert=" + fh.read())
+                except OSError:
+                    digest.update(f"\0cert={path}".encode())
+        if self.configuration.username:
+            digest.update(f"\0user={self.configuration.username}".encode())
+        return digest.hexdigest()[:32]
+
+    def trace(self, **event):
+        if not self._trace_path:
+            return
+        event["pid"] = os.getpid()
+        line = json.dumps(event, sort_keys=True) + "\n"
+        with self._trace_lock, open(self._trace_path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    # -- requests
+    def request(self, method, path, *, query=None, body=None, content_type=None, accept=None, timeout=None):
+        """Send one request; return the parsed JSON answer (``{}`` when empty). Raises :class:`ApiError`."""
+        url = self.server + path
+        if query:
+            url += "?" + urlencode(query)
+        headers = {"Accept": accept or "application/json", "User-Agent": USER_AGENT}
+        headers.update(self._auth_headers())
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = content_type or "application/json"
+        read_timeout = timeout or REQUEST_TIMEOUT
+        spent = 0.0
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                resp = self._http.request(
+                    method,
+                    url,
+                    body=data,
+                    headers=headers,
+                    timeout=urllib3.Timeout(connect=min(10.0, read_timeout), read=read_timeout),
+                    preload_content=True,
+                )
+            except urllib3.exceptions.HTTPError as exc:
+                self.trace(method=method, path=path, query=query and urlencode(query), status=0)
+                raise ClientError(f"cannot reach the Kubernetes API at {self.server}: {exc}") from exc
+            self.trace(method=method, path=path, query=query and urlencode(query), status=resp.status)
+            if 200 <= resp.status < 300:
+                if not resp.data:
+                    return {}
+                try:
+                    return json.loads(resp.data.decode("utf-8"))
+                except ValueError:
+                    return {"raw": resp.data.decode("utf-8", "replace")}
+            resp_headers = dict(resp.headers)
+            if retryable(resp.status, resp_headers) and attempt < MAX_RETRIES and spent < RETRY_BUDGET:
+                retry_after = next((v for k, v in resp_headers.items() if k.lower() == "retry-after"), None)
+                delay = retry_delay(attempt, retry_after)
+                spent += delay
+                time.sleep(delay)
+                continue
+            raise ApiError(method, path, resp.status, resp.data, resp_headers)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- discovery
+    def resource(self, api_version, kind, refresh_after=None):
+        return self.discovery.resource(api_version, kind, refresh_after=refresh_after)
+
+    # -- objects
+    def get(self, resource, name, namespace=None, timeout=None):
+        """The live object as a dict, or None when it does not exist."""
+        try:
+            return self.request("GET", resource_path(resource, name, namespace), timeout=timeout)
+        except ApiError as exc:
+            if exc.object_not_found(name):
+                return None
+            if exc.status == 404:
+                raise self.discovery.gone(resource, exc) from exc
+            raise
+
+    def apply(self, resource, obj, *, field_manager, force, dry_run=False, validation="Strict"):
+        meta = obj["metadata"]
+        query = [("fieldManager", field_manager), ("fieldValidation", validation)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        path = resource_path(resource, meta["name"], meta.get("namespace"))
+        try:
+            return self.request("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
+        except ApiError as exc:
+            if exc.status == 404 and not exc.details.get("name"):
+                raise self.discovery.gone(resource, exc) from exc
+            raise
+
+    def delete(self, resource, name, namespace=None, *, dry_run=False, propagation="Background"):
+        """Delete; return False when the object was already gone."""
+        query = [("propagationPolicy", propagation)]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        try:
+            self.request("DELETE", resource_path(resource, name, namespace), query=query)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+# ---------------------------------------------------------------------------- discovery
+
+
+class Discovery:
+    """(apiVersion, kind) -> Resource for one server and identity, cached in a file."""
+
+    def __init__(self, client, cache_dir, ttl):
+        self.client = client
+        self.cache_dir = cache_dir
+        self.ttl = ttl
+        self._lock = threading.RLock()
+        self._data = None
+        self._refreshed_at = None  # monotonic time of the last fetch from the server in this process
+        self._path = None
+
+    @property
+    def path(self):
+        if self._path is None:
+            self._path = os.path.join(self.cache_dir, safe_host(self.client.server), f"{self.client.identity()}.json")
+        return self._path
+
+    # -- file
+    def _read(self):
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != CACHE_FORMAT
+            or data.get("server") != self.client.server
+            or not isinstance(data.get("resources"), dict)
+        ):
+            return None
+        age = time.time() - float(data.get("fetched", 0))
+        if age < 0 or age > self.ttl:
+            self.client.trace(event="discovery-cache-expired", file=self.path, age=round(age, 1))
+            return None
+        self.client.trace(event="discovery-cache-read", file=self.path, age=round(age, 1))
+        return data
+
+    def _write(self, data):
+        directory = os.path.dirname(self.path)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, separators=(",", ":"))
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only home: discovery still works, just uncached
+
+    # -- fetching
+    def _fetch(self):
+        self.client.trace(event="discovery-fetch", file=self.path)
+        core = self.client.request("GET", "/api", accept=AGGREGATED_ACCEPT)
+        if core.get("kind") == "APIGroupDiscoveryList":
+            apis = self.client.request("GET", "/apis", accept=AGGREGATED_ACCEPT)
+            groups, resources, stale = parse_aggregated(core)
+            more = parse_aggregated(apis)
+            groups.update(more[0])
+            resources.update(more[1])
+            stale += more[2]
+            aggregated = True
+        else:  # no aggregated discovery: group list now, resources per group/version on demand
+            groups = {"": list(core.get("versions") or ["v1"])}
+            groups.update(parse_group_list(self.client.request("GET", "/apis")))
+            resources, stale, aggregated = {}, [], False
+        data = {
+            "format": CACHE_FORMAT,
+            "server": self.client.server,
+            "fetched": time.time(),
+            "aggregated": aggregated,
+            "groups": groups,
+            "resources": resources,
+            "stale": stale,
+        }
+        self._refreshed_at = time.monotonic()
+        self._data = data
+        self._write(data)
+        return data
+
+    def _group_version(self, data, gv):
+        """Resources of one group/version, fetched directly when the aggregated list lacks them."""
+        kinds = data["resources"].get(gv)
+        if kinds is not None and gv not in data.get("stale", []):
+            return kinds
+        group, version = split_api_version(gv)
+        if version not in data["groups"].get(group, []):
+            return None
+        path = f"/apis/{gv}" if group else f"/api/{version}"
+        try:
+            kinds = parse_resource_list(self.client.request("GET", path))
+        except ApiError as exc:
+            if exc.status in (404, 503):
+                return kinds
+            raise
+        data["resources"][gv] = kinds
+        if gv in data.get("stale", []):
+            data["stale"].remove(gv)
+        self._write(data)
+        return kinds
+
+    def _ensure(self):
+        if self._data is None:
+            self._data = self._read() or self._fetch()
+        return self._data
+
+    def refresh(self):
+        with self._lock:
+            return self._fetch()
+
+    def gone(self, resource, error):
+        """A request found no such resource path: refresh discovery and say what is (not) served."""
+        api_version = api_version_of(resource)
+        with self._lock:
+            data = self._fetch()
+            if self._find(data, api_version, resource.kind) is not None:
+                return error  # still served: the 404 means something else
+        group, version = split_api_version(api_version)
+        served = data["groups"].get(group)
+        kinds = self._group_version(data, api_version) if served and version in served else None
+        return KindNotServed(not_served_message(resource.kind, api_version, served, kinds))
+
+    def resource(self, api_version, kind, refresh_after=None):
+        """The Resource for (apiVersion, kind). A miss refreshes discovery once per process
+        (or again after ``refresh_after`` seconds, for waits on kinds an operator installs)."""
+        with self._lock:
+            data = self._ensure()
+            found = self._find(data, api_version, kind)
+            if found is None:
+                stale_enough = self._refreshed_at is None or (
+                    refresh_after is not None and time.monotonic() - self._refreshed_at >= refresh_after
+                )
+                if stale_enough:
+                    data = self._fetch()
+                    found = self._find(data, api_version, kind)
+            if found is not None:
+                return found
+            group, version = split_api_version(api_version)
+            served = data["groups"].get(group)
+            kinds = None
+            if served and version in served:
+                kinds = self._group_version(data, api_version) or {}
+            raise KindNotServed(not_served_message(kind, api_version, served, kinds))
+
+    def _find(self, data, api_version, kind):
+        kinds = self._group_version(data, api_version)
+        entry = (kinds or {}).get(kind)
+        if entry is None:
+            return None
+        group, version = split_api_version(api_version)
+        plural, namespaced, verbs, subresources = entry
+        return Resource(group, version, kind, plural, bool(namespaced), tuple(verbs), tuple(subresources))
+
+    def served(self):
+        """group -> served versions (preferred first)."""
+        with self._lock:
+            return dict(self._ensure()["groups"])
+
+
 __all__ = [
     "AUTH_ARG_SPEC",
-    "ApiException",
+    "ApiError",
+    "Client",
     "ClientError",
     "HAS_KUBERNETES",
     "KUBERNETES_IMPORT_ERROR",
-    "NotFoundError",
-    "api_error_message",
+    "KindNotServed",
+    "Resource",
+    "api_version_of",
+    "explain",
     "get_client",
-    "get_live",
     "lookup",
     "normalize",
     "ref",
-    "resource_for",
+    "resource_path",
+    "retry_delay",
 ]

@@ -18,6 +18,9 @@ description:
   - Never writes to the cluster.
   - With O(source=inventory) builds the same shape from inventory values only, without cluster access
     (used with C(delivery=render)).
+  - Runs on the controller (an action plugin of the same name, no module transfer) when the host's
+    connection is C(local); otherwise, or with E(INFERENCE_BLUEPRINTS_K8S_EXECUTION=module), as a
+    module on the target.
 author:
   - inference.blueprints maintainers (@inference-blueprints)
 options:
@@ -128,71 +131,15 @@ unmet:
   elements: str
 """
 
-import json  # noqa: E402
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc  # noqa: E402
-from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import (  # noqa: E402
-    DEFAULT_GROUPS,
-    evaluate,
-    facts_from_inventory,
-    gather,
-    gather_api,
-    requirements_from_plans,
-)
-
-
-def _reader(client):
-    def get(path):
-        try:
-            resp = client.request("GET", path, serialize=False)
-        except kc.ApiException as exc:
-            # 404: absent; 403: not ours to read; 503: an aggregated API (packagemanifests) is down.
-            if getattr(exc, "status", None) in (403, 404, 503):
-                return None
-            raise kc.ClientError(f"GET {path}: {kc.api_error_message(exc)}") from exc
-        return json.loads(resp.data.decode("utf-8"))
-
-    return get
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_facts import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
-    argument_spec = dict(
-        source=dict(type="str", choices=["cluster", "inventory"], default="cluster"),
-        gather_subset=dict(type="str", choices=["all", "api"], default="all"),
-        hardware=dict(type="dict", default={}),
-        openshift_version=dict(type="str"),
-        groups=dict(type="list", elements="str"),
-        packages=dict(type="list", elements="str", default=[]),
-        plans=dict(type="list", elements="dict", default=[]),
-        components=dict(type="list", elements="str", default=[]),
-        requirements=dict(type="dict", default={}),
-        fail_on_unmet=dict(type="bool", default=True),
-    )
-    argument_spec.update(kc.AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    p = module.params
-
-    if p["source"] == "inventory":
-        facts = facts_from_inventory(p["hardware"], p["openshift_version"])
-    else:
-        if not kc.HAS_KUBERNETES:
-            module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(kc.KUBERNETES_IMPORT_ERROR))
-        try:
-            client = kc.get_client(p)
-            if p["gather_subset"] == "api":
-                module.exit_json(changed=False, cluster_facts=gather_api(_reader(client)), requirements={}, unmet=[])
-            groups = tuple(p["groups"]) if p["groups"] else DEFAULT_GROUPS
-            facts = gather(_reader(client), groups=groups, packages=p["packages"])
-        except kc.ClientError as exc:
-            module.fail_json(msg=f"could not read cluster facts: {exc}")
-
-    requirements = requirements_from_plans(p["plans"], p["hardware"], p["components"], p["requirements"])
-    unmet = evaluate(facts, requirements)
-    result = dict(changed=False, cluster_facts=facts, requirements=requirements, unmet=unmet)
-    if unmet and p["fail_on_unmet"]:
-        lines = "\n".join(f"  - {u}" for u in unmet)
-        module.fail_json(msg=f"preflight: {len(unmet)} requirement(s) not met; nothing was changed:\n{lines}", **result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = run(module.params, check_mode=module.check_mode)
+    if result.pop("failed", False):
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

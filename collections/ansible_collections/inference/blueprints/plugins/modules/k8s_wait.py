@@ -10,6 +10,7 @@ short_description: Wait until Kubernetes objects reach a state, and say what was
 version_added: 0.1.0
 description:
   - Polls every object in O(objects) until each one satisfies its own test, all against one deadline.
+    The objects still waiting are read concurrently on every poll.
   - A test is a condition (C(status.conditions[type=X].status == "True")), a field value
     (C(status.state == ready)), or, with neither given, the built-in readiness of Deployment,
     StatefulSet and DaemonSet.
@@ -17,6 +18,12 @@ description:
     and what it last saw (the field's value, or the condition's status, reason and message, or that
     the object does not exist).
   - In check mode it returns at once, since nothing it would wait for was created.
+  - A kind the cluster does not serve yet (an operator still installing its CRDs) counts as not
+    ready; discovery is refreshed for it at most every 10 seconds.
+  - Runs on the controller (an action plugin of the same name, no module transfer) when the host's
+    connection is C(local), sharing the client and the cached API discovery of
+    M(inference.blueprints.k8s_apply); otherwise, or with E(INFERENCE_BLUEPRINTS_K8S_EXECUTION=module),
+    as a module on the target.
 author:
   - inference.blueprints contributors (@inference-blueprints)
 extends_documentation_fragment:
@@ -68,7 +75,9 @@ options:
     type: int
     default: 600
   sleep:
-    description: Seconds between polls.
+    description:
+      - Longest pause between polls, in seconds. The first polls come sooner (0.25 s, doubling up
+        to this), so objects that are ready at once are seen at once.
     type: float
     default: 2
 seealso:
@@ -118,149 +127,21 @@ elapsed:
   type: float
 """
 
-import time  # noqa: E402
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc  # noqa: E402
-
-
-def describe_test(spec):
-    if spec.get("condition"):
-        return f"condition {spec['condition']}={spec.get('status') or 'True'}"
-    if spec.get("field"):
-        want = spec.get("value")
-        shown = " or ".join(repr(v) for v in want) if isinstance(want, list) else repr(want)
-        return f"{spec['field']} == {shown}"
-    return "built-in readiness of " + spec["kind"]
-
-
-def builtin_ready(kind, obj):
-    status = obj.get("status") or {}
-    spec = obj.get("spec") or {}
-    if kind in ("Deployment", "StatefulSet"):
-        want = spec.get("replicas", 1)
-        have = status.get("availableReplicas" if kind == "Deployment" else "readyReplicas", 0) or 0
-        current = status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
-        return current and have >= want, f"{have}/{want} replicas ready"
-    if kind == "DaemonSet":
-        want = status.get("desiredNumberScheduled")
-        have = status.get("numberReady", 0)
-        return want is not None and have >= want, f"{have}/{want} pods ready"
-    return True, "exists"
-
-
-def evaluate(spec, obj):
-    """Return (ready, what was seen) for one object."""
-    if obj is None:
-        return False, "the object does not exist"
-    if spec.get("condition"):
-        wanted = str(spec.get("status") or "True")
-        conditions = kc.lookup(obj, "status.conditions") or []
-        for cond in conditions:
-            if cond.get("type") == spec["condition"]:
-                seen = f"{cond['type']}={cond.get('status')}"
-                if cond.get("reason"):
-                    seen += f" reason={cond['reason']}"
-                if cond.get("message"):
-                    seen += f" message={cond['message']!r}"
-                return str(cond.get("status")) == wanted, seen
-        types = ", ".join(c.get("type", "?") for c in conditions) or "none"
-        return False, f"no {spec['condition']} condition (conditions: {types})"
-    if spec.get("field"):
-        value = kc.lookup(obj, spec["field"])
-        want = spec.get("value")
-        ok = value in want if isinstance(want, list) else value == want
-        return ok, f"{spec['field']}={value!r}"
-    return builtin_ready(spec["kind"], obj)
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import (  # noqa: E402, F401
+    ARGUMENT_SPEC,
+    describe_test,
+    evaluate,
+    run,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            objects=dict(
-                type="list",
-                elements="dict",
-                required=True,
-                options=dict(
-                    apiVersion=dict(type="str", required=True),
-                    kind=dict(type="str", required=True),
-                    name=dict(type="str", required=True),
-                    namespace=dict(type="str"),
-                    condition=dict(type="str"),
-                    status=dict(type="str", default="True"),
-                    field=dict(type="str"),
-                    value=dict(type="raw"),
-                ),
-            ),
-            timeout=dict(type="int", default=600),
-            sleep=dict(type="float", default=2),
-            **kc.AUTH_ARG_SPEC,
-        ),
-        supports_check_mode=True,
-    )
-    specs = module.params["objects"]
-    if module.check_mode:
-        module.exit_json(changed=False, elapsed=0.0, objects=[], msg="check mode: nothing to wait for")
-    if not kc.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(kc.KUBERNETES_IMPORT_ERROR))
-
-    start = time.monotonic()
-    deadline = start + module.params["timeout"]
-    state = {}
-    try:
-        client = kc.get_client(module.params)
-        resources = {}
-        while True:
-            for i, spec in enumerate(specs):
-                if state.get(i, (False,))[0]:
-                    continue
-                key = (spec["apiVersion"], spec["kind"])
-                if key not in resources:
-                    try:
-                        resources[key] = kc.resource_for(client, *key)
-                    except kc.ClientError as exc:
-                        state[i] = (False, str(exc))
-                        continue
-                obj = kc.get_live(client, resources[key], spec["name"], spec.get("namespace"))
-                state[i] = evaluate(spec, obj)
-            if all(state[i][0] for i in range(len(specs))):
-                break
-            if time.monotonic() >= deadline:
-                lines = []
-                for i, spec in enumerate(specs):
-                    if not state[i][0]:
-                        obj_ref = kc.ref(
-                            {
-                                "apiVersion": spec["apiVersion"],
-                                "kind": spec["kind"],
-                                "metadata": {"name": spec["name"], "namespace": spec.get("namespace")},
-                            }
-                        )
-                        lines.append(f"{obj_ref}: waited for {describe_test(spec)}; last saw {state[i][1]}")
-                module.fail_json(
-                    msg=f"timed out after {module.params['timeout']} s: " + "; ".join(lines),
-                    objects=_report(specs, state),
-                    elapsed=round(time.monotonic() - start, 1),
-                )
-            time.sleep(module.params["sleep"])
-    except kc.ClientError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, objects=_report(specs, state), elapsed=round(time.monotonic() - start, 1))
-
-
-def _report(specs, state):
-    out = []
-    for i, spec in enumerate(specs):
-        obj_ref = kc.ref(
-            {
-                "apiVersion": spec["apiVersion"],
-                "kind": spec["kind"],
-                "metadata": {"name": spec["name"], "namespace": spec.get("namespace")},
-            }
-        )
-        ready, seen = state.get(i, (False, "not checked"))
-        out.append({"ref": obj_ref, "ready": ready, "seen": seen})
-    return out
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = run(module.params, check_mode=module.check_mode)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,658 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine of inference.blueprints.k8s_apply (action plugin and module share it).
+
+``run(params, check_mode, diff, env)`` returns the task result. For ``state=present``:
+
+1. every object's kind is resolved through the cached discovery (kinds a CRD of the same
+   batch defines wait for that CRD); every problem is reported before anything is written;
+2. the live objects are read concurrently;
+3. an object whose live copy already holds every desired value, and whose fields owned by
+   our field manager are exactly the desired ones, is ``unchanged`` with no write
+   (:func:`unchanged_without_write`); only the others are sent, as server-side apply with
+   strict field validation (a server dry run in check mode);
+4. writes go in waves (:func:`waves`): Namespaces, then CRDs (waited for until
+   Established), then ServiceAccounts/Secrets/ConfigMaps/Roles..., then role bindings, then
+   every other kind in order of first appearance, webhook configurations last; the objects
+   of one wave are sent concurrently. Results come back in wave order, deterministic.
+
+``state=absent`` deletes in the reverse wave order, then waits for all objects together.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover
+    HAS_YAML = False
+
+ARGUMENT_SPEC = dict(
+    objects=dict(type="list", elements="dict"),
+    definition=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    delivery=dict(type="str", choices=["apply", "render"], default="apply"),
+    render_dir=dict(type="path"),
+    namespace=dict(type="str"),
+    labels=dict(type="dict", default={}),
+    field_manager=dict(type="str", default="inference-blueprints"),
+    force_conflicts=dict(type="bool", default=True),
+    wait_deleted=dict(type="bool", default=True),
+    wait_timeout=dict(type="int", default=300),
+    **kc.AUTH_ARG_SPEC,
+)
+MUTUALLY_EXCLUSIVE = [("objects", "definition")]
+
+WORKERS = 8
+
+# Apply order (deletes run it backwards). Namespaces and CRDs come first because nothing
+# else can be created before them; then what workloads and bindings refer to; role bindings
+# after their roles (RBAC checks the bound role when the binder is not all-powerful);
+# webhook registrations last, after the services that answer them. Kinds not listed keep
+# the order in which they first appear in the task.
+_RANK = {
+    "Namespace": 0,
+    "CustomResourceDefinition": 1,
+    "ServiceAccount": 2,
+    "Secret": 2,
+    "ConfigMap": 2,
+    "ClusterRole": 2,
+    "Role": 2,
+    "PriorityClass": 2,
+    "StorageClass": 2,
+    "PersistentVolume": 2,
+    "PersistentVolumeClaim": 2,
+    "ResourceQuota": 2,
+    "LimitRange": 2,
+    "NetworkPolicy": 2,
+    "ClusterRoleBinding": 3,
+    "RoleBinding": 3,
+    "MutatingWebhookConfiguration": 5,
+    "ValidatingWebhookConfiguration": 5,
+    "APIService": 5,
+}
+_OTHER_RANK = 4
+
+# Kinds that are cluster-scoped in every cluster we target; used only when rendering offline,
+# where there is no discovery to ask.
+CLUSTER_KINDS = frozenset(
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "ClusterPolicy",
+        "NicClusterPolicy",
+        "DataScienceCluster",
+        "DSCInitialization",
+        "GatewayClass",
+        "PinnedImageSet",
+        "MachineConfigPool",
+        "MachineConfig",
+        "ImageDigestMirrorSet",
+        "ClusterVersion",
+        "Infrastructure",
+        "StorageClass",
+        "PriorityClass",
+        "NVIDIADriver",
+        "HostDeviceNetwork",
+        "MacvlanNetwork",
+        "IPoIBNetwork",
+    }
+)
+
+# Keys under which the API server rewrites resource quantities in canonical form
+# ("0.5" -> "500m"); values there compare as quantities.
+_QUANTITY_PARENTS = frozenset({"requests", "limits", "hard", "capacity", "allocatable"})
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+
+def waves(objs):
+    """Indices of ``objs`` grouped into apply waves, in order (see the module docstring)."""
+    first_seen = {}
+    keys = []
+    for i, obj in enumerate(objs):
+        rank = _RANK.get(obj.get("kind"), _OTHER_RANK)
+        sub = 0
+        if rank == _OTHER_RANK:
+            sub = first_seen.setdefault((obj.get("apiVersion"), obj.get("kind")), len(first_seen))
+        keys.append(((rank, sub), i))
+    grouped = {}
+    for key, i in keys:
+        grouped.setdefault(key, []).append(i)
+    return [grouped[k] for k in sorted(grouped)]
+
+
+def desired_fields(obj):
+    """The part of an object that server-side apply tracks as fields (no identity, no status)."""
+    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "status")}
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("name", "namespace")}
+    if meta:
+        out["metadata"] = meta
+    else:
+        out.pop("metadata", None)
+    return out
+
+
+def owned_fields(live, manager, api_version):
+    """The fieldsV1 set ``manager`` owns by Apply on ``live`` (``{}``: it owns nothing), or None
+    when it was recorded for another API version (and so cannot be compared here)."""
+    for item in (live.get("metadata") or {}).get("managedFields") or []:
+        if item.get("manager") == manager and item.get("operation") == "Apply" and not item.get("subresource"):
+            if item.get("apiVersion") != api_version or item.get("fieldsType", "FieldsV1") != "FieldsV1":
+                return None
+            return item.get("fieldsV1") or {}
+    return {}
+
+
+def _item_matches_key(item, key_json):
+    try:
+        keys = json.loads(key_json)
+    except ValueError:
+        return False
+    if not isinstance(keys, dict) or not isinstance(item, dict):
+        return False
+    # A key field the item leaves out was defaulted by the server (ports[].protocol: TCP).
+    return all(item[k] == v for k, v in keys.items() if k in item) and any(k in item for k in keys)
+
+
+def same_fieldset(value, node):
+    """True when the ownership node (fieldsV1) covers exactly the fields ``value`` sets.
+
+    ``{}`` is a leaf: the value is owned as a whole (a scalar, or an atomic map or list).
+    Maps use ``f:<name>``; list items ``k:<key fields>`` (associative), ``v:<value>`` (set)
+    or ``i:<index>``; ``.`` (the item or map itself) carries no field.
+    """
+    entries = {k: v for k, v in (node or {}).items() if k != "."}
+    if not entries:
+        return True
+    if isinstance(value, dict):
+        want = {"f:" + k for k, v in value.items() if v is not None}
+        if set(entries) != want:
+            return False
+        return all(same_fieldset(value[k[2:]], entries[k]) for k in want)
+    if isinstance(value, list):
+        if len(entries) != len(value):
+            return False
+        unused = dict(entries)
+        for index, item in enumerate(value):
+            match = None
+            if f"i:{index}" in unused:
+                match = f"i:{index}"
+            elif not isinstance(item, (dict, list)):
+                candidate = "v:" + json.dumps(item, separators=(",", ":"))
+                match = candidate if candidate in unused else None
+            else:
+                match = next((k for k in unused if k.startswith("k:") and _item_matches_key(item, k[2:])), None)
+            if match is None:
+                return False
+            sub = unused.pop(match)
+            if isinstance(item, dict) and not same_fieldset(item, sub):
+                return False
+        return True
+    return False
+
+
+def _scalar_equal(want, have, parent):
+    if isinstance(want, bool) or isinstance(have, bool):
+        return isinstance(want, bool) and isinstance(have, bool) and want == have
+    if isinstance(want, (int, float)) and isinstance(have, (int, float)):
+        return want == have
+    if want == have:
+        return True
+    if parent in _QUANTITY_PARENTS and isinstance(want, (str, int, float)) and isinstance(have, (str, int, float)):
+        a, b = quantity(want), quantity(have)
+        return a != 0 and math.isclose(a, b, rel_tol=1e-9)
+    return False
+
+
+def contains(want, have, parent=None):
+    """True when ``have`` (live) holds every value of ``want`` (desired); the server may add more."""
+    if want is None:
+        return have is None
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return False
+        return all(contains(v, have.get(k), k) for k, v in want.items())
+    if isinstance(want, list):
+        if not isinstance(have, list):
+            return False
+        if len(want) == len(have):
+            return all(contains(w, h, parent) for w, h in zip(want, have, strict=True))
+        # Other managers may own more items of a granular list (finalizers, env): each desired
+        # item must be present, in order.
+        pos = 0
+        for w in want:
+            while pos < len(have) and not contains(w, have[pos], parent):
+                pos += 1
+            if pos == len(have):
+                return False
+            pos += 1
+        return True
+    return _scalar_equal(want, have, parent)
+
+
+def unchanged_without_write(obj, live, manager):
+    """Whether server-side apply of ``obj`` by ``manager`` would change nothing on ``live``.
+
+    Proven from the live object alone: the live values contain the desired ones, and the
+    fields ``manager`` owns are exactly the desired fields (so the apply would neither set
+    nor release anything). When this cannot be shown the object is applied and compared.
+    """
+    if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    fields = owned_fields(live, manager, obj.get("apiVersion"))
+    if fields is None:
+        return False
+    desired = desired_fields(obj)
+    if not desired or not fields:  # at the top, an empty set means "owns nothing"
+        return not desired and not fields
+    live_part = {k: v for k, v in live.items() if k in desired}
+    return contains(desired, live_part) and same_fieldset(desired, fields)
+
+
+def crd_kinds(objs):
+    """(apiVersion, kind) pairs the CustomResourceDefinitions in ``objs`` define."""
+    out = {}
+    for obj in objs:
+        if obj.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = obj.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind")
+        for ver in spec.get("versions") or []:
+            if kind and spec.get("group") and ver.get("name") and ver.get("served", True):
+                out[(f"{spec['group']}/{ver['name']}", kind)] = obj["metadata"]["name"]
+    return out
+
+
+# ---------------------------------------------------------------------------- objects
+
+
+def load_objects(params):
+    """The task's objects, with labels merged; raises ValueError naming what is malformed."""
+    objs = params.get("objects")
+    if params.get("definition") is not None:
+        objs = [d for d in yaml.safe_load_all(params["definition"]) if d]
+    objs = objs or []
+    out = []
+    labels = params.get("labels") or {}
+    for i, obj in enumerate(objs):
+        if not isinstance(obj, dict):
+            raise ValueError(f"object #{i} is a {type(obj).__name__}, not a mapping")
+        missing = [k for k in ("apiVersion", "kind") if not obj.get(k)]
+        if not (obj.get("metadata") or {}).get("name"):
+            missing.append("metadata.name")
+        if missing:
+            raise ValueError(f"object #{i} ({obj.get('kind', 'unknown kind')}) lacks {', '.join(missing)}")
+        if labels:
+            obj = dict(obj)
+            meta = dict(obj["metadata"])
+            meta["labels"] = {**labels, **(meta.get("labels") or {})}
+            obj["metadata"] = meta
+        out.append(obj)
+    return out
+
+
+def entry(obj, action, **extra):
+    meta = obj.get("metadata", {})
+    out = {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "namespace": meta.get("namespace", "") or "",
+        "name": meta["name"],
+        "action": action,
+    }
+    out.update(extra)
+    return out
+
+
+def render_path(render_dir, obj):
+    meta = obj["metadata"]
+    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "core"
+    folder = meta.get("namespace") or "_cluster"
+    return os.path.join(render_dir, folder, f"{obj['kind'].lower()}.{group}-{meta['name']}.yaml")
+
+
+def render(objs, render_dir, namespace, check_mode):
+    results, diffs, changed = [], [], False
+    for obj in objs:
+        meta = dict(obj["metadata"])
+        if namespace and not meta.get("namespace") and obj["kind"] not in CLUSTER_KINDS:
+            meta["namespace"] = namespace
+        obj = {**obj, "metadata": meta}
+        path = render_path(render_dir, obj)
+        text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        old = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                old = fh.read()
+        differs = old != text
+        changed |= differs
+        if differs and not check_mode:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        results.append(entry(obj, "rendered" if differs else "unchanged", path=path))
+        if differs:
+            diffs.append({"before_header": path, "after_header": path, "before": old or "", "after": text})
+    return results, diffs, changed
+
+
+class _Item:
+    __slots__ = ("index", "obj", "resource", "live", "deferred", "result", "diff")
+
+    def __init__(self, index, obj):
+        self.index = index
+        self.obj = obj
+        self.resource = None
+        self.live = None
+        self.deferred = None  # name of the CRD of this batch that defines the kind
+        self.result = None
+        self.diff = None
+
+
+def _parallel(fn, items):
+    """Run ``fn`` on every item (threads); return the (item, error) pairs that failed, in order."""
+
+    def call(item):
+        try:
+            fn(item)
+        except kc.ClientError as exc:
+            return item, exc
+        return item, None
+
+    if len(items) <= 1:
+        outcomes = [call(i) for i in items]
+    else:
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(items))) as pool:
+            outcomes = list(pool.map(call, items))
+    return [(item, err) for item, err in outcomes if err is not None]
+
+
+def _fail(failures, verb, results):
+    lines = [str(err) if kc.ref(item.obj) in str(err) else f"{kc.ref(item.obj)}: {err}" for item, err in failures]
+    msg = lines[0] if len(lines) == 1 else f"{len(lines)} objects could not be {verb}: " + "; ".join(lines)
+    return kc.ClientError(msg, results=results)
+
+
+def _place(item, namespace):
+    """Set or drop metadata.namespace by the kind's scope; raise when a namespace is needed."""
+    meta = dict(item.obj["metadata"])
+    if item.resource.namespaced and not meta.get("namespace"):
+        if not namespace:
+            raise kc.ClientError(
+                f"{kc.ref(item.obj)} is namespaced but has no metadata.namespace and no namespace was given"
+            )
+        meta["namespace"] = namespace
+    elif not item.resource.namespaced:
+        meta.pop("namespace", None)
+    item.obj = {**item.obj, "metadata": meta}
+
+
+def _explained(exc, verb, item):
+    if isinstance(exc, kc.ApiError):
+        ns = item.obj["metadata"].get("namespace")
+        return kc.ClientError(kc.explain(exc, verb, kc.ref(item.obj), item.resource, ns))
+    return exc
+
+
+def _resolve(client, items, params, batch_crds, refresh_after=None):
+    def resolve(item):
+        try:
+            item.resource = client.resource(item.obj["apiVersion"], item.obj["kind"], refresh_after=refresh_after)
+        except kc.KindNotServed:
+            crd = batch_crds.get((item.obj["apiVersion"], item.obj["kind"]))
+            if crd is None:
+                raise
+            item.deferred = crd
+            return
+        item.deferred = None
+        _place(item, params.get("namespace"))
+
+    failures = []
+    for item in items:  # discovery is cached and locked: no gain from threads here
+        try:
+            resolve(item)
+        except kc.ClientError as exc:
+            failures.append((item, exc))
+    return failures
+
+
+def _read_live(client, items):
+    def read(item):
+        meta = item.obj["metadata"]
+        try:
+            item.live = client.get(item.resource, meta["name"], meta.get("namespace"))
+        except kc.ApiError as exc:
+            raise _explained(exc, "get", item) from exc
+
+    return _parallel(read, items)
+
+
+def _wait_established(client, crd_items, timeout):
+    deadline = time.monotonic() + timeout
+    pending = list(crd_items)
+    pause = 0.1
+    while pending:
+        still = []
+        for item in pending:
+            live = client.get(item.resource, item.obj["metadata"]["name"])
+            conds = kc.lookup(live or {}, "status.conditions") or []
+            if not any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
+                still.append(item)
+        pending = still
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            names = ", ".join(i.obj["metadata"]["name"] for i in pending)
+            raise kc.ClientError(
+                f"timed out after {timeout} s waiting for CustomResourceDefinition(s) {names} to be Established"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def apply_all(client, objs, params, check_mode=False, diff=False):
+    manager = params["field_manager"]
+    force = params["force_conflicts"]
+    items = [_Item(i, o) for i, o in enumerate(objs)]
+    batch_crds = crd_kinds(objs)
+
+    failures = _resolve(client, items, params, batch_crds)
+    if failures:
+        raise _fail(failures, "resolved (nothing was applied)", [])
+    failures = _read_live(client, [i for i in items if not i.deferred])
+    if failures:
+        raise _fail(failures, "read (nothing was applied)", [])
+
+    new_namespaces = {
+        i.obj["metadata"]["name"]
+        for i in items
+        if i.obj["kind"] == "Namespace" and i.obj["apiVersion"] == "v1" and i.live is None
+    }
+    done = []
+
+    def apply_one(item):
+        try:
+            after = client.apply(item.resource, item.obj, field_manager=manager, force=force, dry_run=check_mode)
+        except kc.ApiError as exc:
+            raise _explained(exc, "apply", item) from exc
+        before = item.live
+        if before is None:
+            action = "created"
+        elif kc.normalize(before) != kc.normalize(after):
+            action = "configured"
+        else:
+            action = "unchanged"
+        item.result = entry(item.obj, action)
+        if action != "unchanged" and diff:
+            item.diff = {
+                "before_header": kc.ref(item.obj),
+                "after_header": kc.ref(item.obj),
+                "before": kc.normalize(before) or {},
+                "after": kc.normalize(after),
+            }
+
+    for wave in waves(objs):
+        wave_items = [items[i] for i in wave]
+        deferred = [i for i in wave_items if i.deferred]
+        if deferred:
+            if check_mode:
+                # The CRD is not served yet, so the server cannot dry-run its objects.
+                for item in deferred:
+                    item.result = entry(item.obj, "created", validated=False)
+                    item.diff = _creation_diff(item, diff)
+            else:
+                failures = _resolve(client, deferred, params, {})
+                failed = {id(i) for i, _ in failures}
+                failures += _read_live(client, [i for i in deferred if i.resource is not None and id(i) not in failed])
+                if failures:
+                    raise _fail(failures, "applied", _results(done))
+        todo = []
+        for item in wave_items:
+            if item.result is not None:
+                continue
+            ns = item.obj["metadata"].get("namespace")
+            if check_mode and ns in new_namespaces:
+                item.result = entry(item.obj, "created", validated=False)
+                item.diff = _creation_diff(item, diff)
+            elif unchanged_without_write(item.obj, item.live, manager):
+                item.result = entry(item.obj, "unchanged")
+            else:
+                todo.append(item)
+        failures = _parallel(apply_one, todo)
+        done.extend(i for i in wave_items if i.result is not None)
+        if failures:
+            raise _fail(failures, "applied", _results(done))
+        crds = [i for i in todo if i.obj["kind"] == "CustomResourceDefinition"]
+        if crds and not check_mode:
+            _wait_established(client, crds, params.get("wait_timeout") or 300)
+            client.discovery.refresh()
+    results = _results(done)
+    diffs = [i.diff for i in done if i.diff]
+    changed = any(r["action"] != "unchanged" for r in results)
+    return results, diffs, changed
+
+
+def _creation_diff(item, diff):
+    if not diff:
+        return None
+    return {"before_header": kc.ref(item.obj), "after_header": kc.ref(item.obj), "before": {}, "after": item.obj}
+
+
+def _results(items):
+    return [i.result for i in items if i.result is not None]
+
+
+def delete_all(client, objs, params, check_mode=False, diff=False):
+    items = [_Item(i, o) for i, o in enumerate(objs)]
+    absent = set()
+    for item in items:
+        try:
+            item.resource = client.resource(item.obj["apiVersion"], item.obj["kind"])
+        except kc.KindNotServed:
+            absent.add(item.index)
+            continue
+        _place(item, params.get("namespace"))
+    done = []
+
+    def delete_one(item):
+        meta = item.obj["metadata"]
+        try:
+            existed = client.delete(item.resource, meta["name"], meta.get("namespace"), dry_run=check_mode)
+        except kc.ApiError as exc:
+            raise _explained(exc, "delete", item) from exc
+        item.result = entry(item.obj, "deleted" if existed else "absent")
+        if existed and diff:
+            ref = kc.ref(item.obj)
+            item.diff = {"before_header": ref, "after_header": ref, "before": item.obj, "after": {}}
+
+    for wave in reversed(waves(objs)):
+        wave_items = [items[i] for i in reversed(wave)]
+        for item in wave_items:
+            if item.index in absent:
+                item.result = entry(item.obj, "absent")
+        failures = _parallel(delete_one, [i for i in wave_items if i.result is None])
+        done.extend(i for i in wave_items if i.result is not None)
+        if failures:
+            raise _fail(failures, "deleted", _results(done))
+    results = _results(done)
+    pending = [i for i in done if i.result["action"] == "deleted"]
+    if params.get("wait_deleted") and not check_mode and pending:
+        _wait_gone(client, pending, params.get("wait_timeout") or 300, results)
+    return results, [i.diff for i in done if i.diff], bool(pending)
+
+
+def _wait_gone(client, pending, timeout, results):
+    deadline = time.monotonic() + timeout
+    pause = 0.1
+    while pending:
+        present = []
+
+        def check(item, present=present):
+            meta = item.obj["metadata"]
+            if client.get(item.resource, meta["name"], meta.get("namespace")) is not None:
+                present.append(item)
+
+        failures = _parallel(check, pending)
+        if failures:
+            raise _fail(failures, "checked for deletion", results)
+        pending = sorted(present, key=lambda i: i.index)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            names = ", ".join(kc.ref(i.obj) for i in pending)
+            raise kc.ClientError(
+                f"timed out after {timeout} s waiting for deletion of: {names} (still present; check their finalizers)",
+                results=results,
+            )
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 1.0)
+
+
+def run(params, check_mode=False, diff=False, env=None):
+    """The k8s_apply task: a result dict (``failed``/``msg`` on failure)."""
+    if not HAS_YAML:
+        return {"failed": True, "msg": "k8s_apply needs the PyYAML Python package"}
+    try:
+        objs = load_objects(params)
+    except ValueError as exc:
+        return {"failed": True, "msg": str(exc)}
+    if params["delivery"] == "render":
+        if params["state"] == "absent":
+            return {"changed": False, "objects": [], "msg": "delivery=render: nothing to delete"}
+        if not params.get("render_dir"):
+            return {"failed": True, "msg": "delivery=render needs render_dir: the directory to write the objects to"}
+        results, diffs, changed = render(objs, params["render_dir"], params.get("namespace"), check_mode)
+        return {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
+    if not kc.HAS_KUBERNETES:
+        return {"failed": True, "msg": f"k8s_apply needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}
+    if not objs:
+        return {"changed": False, "objects": []}
+    try:
+        client = kc.get_client(params, env)
+        if params["state"] == "present":
+            results, diffs, changed = apply_all(client, objs, params, check_mode, diff)
+        else:
+            results, diffs, changed = delete_all(client, objs, params, check_mode, diff)
+    except kc.ClientError as exc:
+        results = exc.results
+        return {
+            "failed": True,
+            "msg": str(exc),
+            "objects": results,
+            "changed": any(r["action"] not in ("unchanged", "absent") for r in results),
+        }
+    return {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}

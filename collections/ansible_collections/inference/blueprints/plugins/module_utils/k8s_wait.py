@@ -1,0 +1,182 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine of inference.blueprints.k8s_wait (action plugin and module share it).
+
+Every object still waiting is read concurrently on each poll, against one deadline. Polls
+start 0.25 s apart and slow down (doubling) to the task's ``sleep``, so objects that are
+ready at once cost one round trip. On timeout the message names every object still
+waiting, the test it waited for and what it last saw.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+
+ARGUMENT_SPEC = dict(
+    objects=dict(
+        type="list",
+        elements="dict",
+        required=True,
+        options=dict(
+            apiVersion=dict(type="str", required=True),
+            kind=dict(type="str", required=True),
+            name=dict(type="str", required=True),
+            namespace=dict(type="str"),
+            condition=dict(type="str"),
+            status=dict(type="str", default="True"),
+            field=dict(type="str"),
+            value=dict(type="raw"),
+        ),
+    ),
+    timeout=dict(type="int", default=600),
+    sleep=dict(type="float", default=2),
+    **kc.AUTH_ARG_SPEC,
+)
+
+WORKERS = 8
+FIRST_PAUSE = 0.25
+# A kind that is not served yet (an operator still installing its CRDs) is looked up again
+# with a fresh discovery at most this often.
+REDISCOVER_AFTER = 10.0
+
+
+def describe_test(spec):
+    if spec.get("condition"):
+        return f"condition {spec['condition']}={spec.get('status') or 'True'}"
+    if spec.get("field"):
+        want = spec.get("value")
+        shown = " or ".join(repr(v) for v in want) if isinstance(want, list) else repr(want)
+        return f"{spec['field']} == {shown}"
+    return "built-in readiness of " + spec["kind"]
+
+
+def builtin_ready(kind, obj):
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    if kind in ("Deployment", "StatefulSet"):
+        want = spec.get("replicas", 1)
+        have = status.get("availableReplicas" if kind == "Deployment" else "readyReplicas", 0) or 0
+        current = status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
+        return current and have >= want, f"{have}/{want} replicas ready"
+    if kind == "DaemonSet":
+        want = status.get("desiredNumberScheduled")
+        have = status.get("numberReady", 0)
+        return want is not None and have >= want, f"{have}/{want} pods ready"
+    return True, "exists"
+
+
+def evaluate(spec, obj):
+    """Return (ready, what was seen) for one object."""
+    if obj is None:
+        return False, "the object does not exist"
+    if spec.get("condition"):
+        wanted = str(spec.get("status") or "True")
+        conditions = kc.lookup(obj, "status.conditions") or []
+        for cond in conditions:
+            if cond.get("type") == spec["condition"]:
+                seen = f"{cond['type']}={cond.get('status')}"
+                if cond.get("reason"):
+                    seen += f" reason={cond['reason']}"
+                if cond.get("message"):
+                    seen += f" message={cond['message']!r}"
+                return str(cond.get("status")) == wanted, seen
+        types = ", ".join(c.get("type", "?") for c in conditions) or "none"
+        return False, f"no {spec['condition']} condition (conditions: {types})"
+    if spec.get("field"):
+        value = kc.lookup(obj, spec["field"])
+        want = spec.get("value")
+        ok = value in want if isinstance(want, list) else value == want
+        return ok, f"{spec['field']}={value!r}"
+    return builtin_ready(spec["kind"], obj)
+
+
+def spec_ref(spec):
+    return kc.ref(
+        {
+            "apiVersion": spec["apiVersion"],
+            "kind": spec["kind"],
+            "metadata": {"name": spec["name"], "namespace": spec.get("namespace")},
+        }
+    )
+
+
+def timeout_message(timeout, specs, state):
+    """``timed out after N s: <ref>: waited for <test>; last saw <seen>; ...`` (every object still waiting)."""
+    lines = [
+        f"{spec_ref(spec)}: waited for {describe_test(spec)}; last saw {state[i][1]}"
+        for i, spec in enumerate(specs)
+        if not state[i][0]
+    ]
+    return f"timed out after {timeout} s: " + "; ".join(lines)
+
+
+def report(specs, state):
+    return [
+        {"ref": spec_ref(spec), "ready": state.get(i, (False,))[0], "seen": state.get(i, (False, "not checked"))[1]}
+        for i, spec in enumerate(specs)
+    ]
+
+
+def wait(client, specs, timeout, sleep):
+    """Poll every object until all are ready or the deadline passes; return the task result."""
+    start = time.monotonic()
+    deadline = start + timeout
+    state = {i: (False, "not checked") for i in range(len(specs))}
+
+    def check(i):
+        spec = specs[i]
+        try:
+            resource = client.resource(spec["apiVersion"], spec["kind"], refresh_after=REDISCOVER_AFTER)
+        except kc.KindNotServed as exc:
+            state[i] = (False, str(exc))
+            return None
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            obj = client.get(resource, spec["name"], spec.get("namespace"), timeout=min(kc.REQUEST_TIMEOUT, remaining))
+        except kc.ApiError as exc:
+            return kc.explain(exc, "get", spec_ref(spec), resource, spec.get("namespace"))
+        except kc.ClientError as exc:
+            return str(exc)
+        state[i] = evaluate(spec, obj)
+        return None
+
+    pause = min(FIRST_PAUSE, sleep)
+    with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(specs)))) as pool:
+        while True:
+            pending = [i for i in range(len(specs)) if not state[i][0]]
+            errors = [e for e in pool.map(check, pending) if e]
+            elapsed = round(time.monotonic() - start, 1)
+            if errors:
+                return {"failed": True, "msg": "; ".join(errors), "objects": report(specs, state), "elapsed": elapsed}
+            if all(state[i][0] for i in range(len(specs))):
+                return {"changed": False, "objects": report(specs, state), "elapsed": elapsed}
+            now = time.monotonic()
+            if now >= deadline:
+                return {
+                    "failed": True,
+                    "msg": timeout_message(timeout, specs, state),
+                    "objects": report(specs, state),
+                    "elapsed": elapsed,
+                }
+            time.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, sleep)
+
+
+def run(params, check_mode=False, diff=False, env=None):
+    """The k8s_wait task: a result dict (``failed``/``msg`` on failure)."""
+    del diff
+    if check_mode:
+        return {"changed": False, "elapsed": 0.0, "objects": [], "msg": "check mode: nothing to wait for"}
+    if not kc.HAS_KUBERNETES:
+        return {"failed": True, "msg": f"k8s_wait needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}
+    specs = params["objects"]
+    if not specs:
+        return {"changed": False, "elapsed": 0.0, "objects": []}
+    try:
+        client = kc.get_client(params, env)
+        return wait(client, specs, params["timeout"], params["sleep"])
+    except kc.ClientError as exc:
+        return {"failed": True, "msg": str(exc)}

@@ -1,0 +1,69 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Base of the controller-side action plugins k8s_apply, k8s_wait and cluster_facts.
+
+Each runs its task in-process on the controller, through the same module_utils engine as the
+module of the same name: no AnsiballZ transfer or interpreter start per task, the
+``kubernetes`` package imported once by the controller (before Ansible forks its workers),
+one client per connection and the discovery cache of ``module_utils.k8s_client``.
+
+The module runs instead (on the target, as before) when the host's connection is not
+``local`` (the kubeconfig then lives on that host), when the controller's Python lacks the
+``kubernetes`` package, or when ``INFERENCE_BLUEPRINTS_K8S_EXECUTION=module`` is set (for
+comparisons and debugging).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+
+ENV_EXECUTION = "INFERENCE_BLUEPRINTS_K8S_EXECUTION"
+
+
+class K8sAction(ActionBase):
+    """Validate the arguments like the module would, then run ``RUN`` in-process."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    MODULE = ""  # FQCN of the module of the same name (the fallback)
+    ARGUMENT_SPEC: dict = {}
+    MUTUALLY_EXCLUSIVE: list | None = None
+
+    @staticmethod
+    def RUN(params, check_mode=False, diff=False, env=None):  # noqa: N802 - set by subclasses
+        raise NotImplementedError
+
+    def _environment(self):
+        """The controller's environment plus the task's ``environment:`` keyword."""
+        env = dict(os.environ)
+        task_env = {}
+        self._compute_environment_string(raw_environment_out=task_env)
+        env.update({k: str(v) for k, v in task_env.items()})
+        return env
+
+    def _in_process(self, env):
+        if env.get(ENV_EXECUTION, "").lower() == "module":
+            return False
+        if getattr(self._connection, "transport", "local") != "local":
+            return False
+        return kc.HAS_KUBERNETES
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        env = self._environment()
+        if not self._in_process(env):
+            result.update(
+                self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars)
+            )
+            return result
+        _validation, args = self.validate_argument_spec(
+            argument_spec=self.ARGUMENT_SPEC, mutually_exclusive=self.MUTUALLY_EXCLUSIVE
+        )
+        result.update(type(self).RUN(args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env))
+        return result
