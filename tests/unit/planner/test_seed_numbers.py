@@ -17,6 +17,7 @@ import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.core import (
+    Layout,
     _Ctx,
     decode_sessions,
     prefill_rate,
@@ -347,7 +348,7 @@ def test_prefill_rate_per_h100_matches_seed_only_at_mfu_006():
 def test_decode_sessions_per_l40s(tpot_ms, sessions):
     """Seed: one L40S-class decode GPU per ~150 sessions. Holds at TPOT ~45 ms in an EP group of 4."""
     c = ctx("Qwen3.5-35B-A3B", "l40s", "fp8", "fp8")
-    ds = decode_sessions(c, tp=1, pp=1, dp=4, ep=4, dcp=1, tpot_s=tpot_ms / 1000, mbu=0.8, ctx_avg=900)
+    ds = decode_sessions(c, Layout(tp=1, pp=1, dp=4, ep=4, dcp=1), tpot_s=tpot_ms / 1000, mbu=0.8, ctx_avg=900)
     assert ds["per_seq_bytes_per_gpu"] / 1e6 == pytest.approx(138, abs=0.5)
     assert ds["weights_read_bytes_per_gpu"] / 1e9 == pytest.approx(10.5, abs=0.1)
     assert ds["sessions_per_engine"] / 4 == pytest.approx(sessions, abs=2)

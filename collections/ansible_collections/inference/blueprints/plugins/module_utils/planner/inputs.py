@@ -98,6 +98,7 @@ POLICY_BOOLS = (
 POLICY_FRACTIONS = ("prefill_mfu", "decode_mbu", "target_utilization", "kv_headroom_fraction")
 POLICY_POSITIVE_INTS = ("pd_min_sessions", "long_context_tokens")
 POLICY_OPTIONAL_INTS = ("max_num_seqs", "max_num_batched_tokens", "output_token_cap")
+POLICY_NUMBERS = ("kv_offload_gib",)
 
 
 def _is_int(v) -> bool:
@@ -140,46 +141,52 @@ def _choice(field: str, v, valid) -> str:
     return v
 
 
+def _check_arch(model: dict, arch: dict) -> None:
+    missing = [k for k in ARCH_REQUIRED if k not in arch]
+    if missing:
+        raise PlanError(
+            "model_architecture", f"missing field(s) {', '.join(missing)}; required: {', '.join(ARCH_REQUIRED)}"
+        )
+    _choice("model_architecture.kind", model["kind"], ("dense", "moe"))
+    _choice("model_architecture.attention", model["attention"], ("gqa", "mla", "hybrid_gdn"))
+    if model["kind"] == "moe":
+        for k in ("experts", "experts_per_token", "expert_params_b"):
+            if not model.get(k):
+                raise PlanError(f"model_architecture.{k}", "is required for kind: moe")
+    if model["attention"] == "hybrid_gdn" and not isinstance(model.get("gdn"), dict):
+        raise PlanError(
+            "model_architecture.gdn",
+            "is required for attention: hybrid_gdn (num_key_heads, num_value_heads, key_head_dim, "
+            "value_head_dim, conv_kernel)",
+        )
+    if model["attention"] == "mla" and not isinstance(model.get("mla"), dict):
+        raise PlanError(
+            "model_architecture.mla",
+            "is required for attention: mla (kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim)",
+        )
+    for k in ("layers", "full_attention_layers", "num_attention_heads", "num_key_value_heads", "head_dim"):
+        _int(f"model_architecture.{k}", model[k])
+    for k in ("params_b", "active_params_b"):
+        _num(f"model_architecture.{k}", model[k], strict=True)
+
+
+def _explicit_model(arch, mid) -> dict:
+    if not isinstance(arch, dict):
+        raise PlanError("model_architecture", f"must be a mapping of architecture fields, got {type(arch).__name__}")
+    model = dict(ARCH_DEFAULTS)
+    model.update(arch)
+    _check_arch(model, arch)
+    if model["overhead_gib"] is None:
+        model["overhead_gib"] = 8.0 if model["kind"] == "moe" else 5.6
+    model["id"] = str(arch.get("id") or mid or "custom")
+    return model
+
+
 def resolve_model(inputs: dict) -> dict:
     arch = inputs.get("model_architecture")
     mid = inputs.get("model")
     if arch:
-        if not isinstance(arch, dict):
-            raise PlanError(
-                "model_architecture", f"must be a mapping of architecture fields, got {type(arch).__name__}"
-            )
-        model = dict(ARCH_DEFAULTS)
-        model.update(arch)
-        missing = [k for k in ARCH_REQUIRED if k not in arch]
-        if missing:
-            raise PlanError(
-                "model_architecture", f"missing field(s) {', '.join(missing)}; required: {', '.join(ARCH_REQUIRED)}"
-            )
-        _choice("model_architecture.kind", model["kind"], ("dense", "moe"))
-        _choice("model_architecture.attention", model["attention"], ("gqa", "mla", "hybrid_gdn"))
-        if model["kind"] == "moe":
-            for k in ("experts", "experts_per_token", "expert_params_b"):
-                if not model.get(k):
-                    raise PlanError(f"model_architecture.{k}", "is required for kind: moe")
-        if model["attention"] == "hybrid_gdn" and not isinstance(model.get("gdn"), dict):
-            raise PlanError(
-                "model_architecture.gdn",
-                "is required for attention: hybrid_gdn (num_key_heads, num_value_heads, key_head_dim, "
-                "value_head_dim, conv_kernel)",
-            )
-        if model["attention"] == "mla" and not isinstance(model.get("mla"), dict):
-            raise PlanError(
-                "model_architecture.mla",
-                "is required for attention: mla (kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim)",
-            )
-        for k in ("layers", "full_attention_layers", "num_attention_heads", "num_key_value_heads", "head_dim"):
-            _int(f"model_architecture.{k}", model[k])
-        for k in ("params_b", "active_params_b"):
-            _num(f"model_architecture.{k}", model[k], strict=True)
-        if model["overhead_gib"] is None:
-            model["overhead_gib"] = 8.0 if model["kind"] == "moe" else 5.6
-        model["id"] = str(arch.get("id") or mid or "custom")
-        return model
+        return _explicit_model(arch, mid)
     if not mid:
         raise PlanError("model", "is required (a catalog id) unless model_architecture is given")
     catalog = data.models()
@@ -202,6 +209,40 @@ def resolve_gpu(field: str, gid) -> dict:
     return gpu
 
 
+def _check_policy_values(merged: dict) -> None:
+    for k, valid in POLICY_ENUMS.items():
+        if merged[k] is False:  # YAML 1.1 reads a bare `off` / `no` as false
+            merged[k] = next(v for v in ("off", "never", "none") if v in valid)
+        _choice(f"policy.{k}", merged[k], valid)
+    for k in POLICY_BOOLS:
+        if not isinstance(merged[k], bool):
+            raise PlanError(f"policy.{k}", f"must be true or false, got {merged[k]!r}")
+    for k in POLICY_FRACTIONS:
+        _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
+    for k in POLICY_POSITIVE_INTS:
+        _int(f"policy.{k}", merged[k])
+    for k in POLICY_OPTIONAL_INTS:
+        if merged[k] is not None:
+            _int(f"policy.{k}", merged[k])
+    for k in POLICY_NUMBERS:
+        _num(f"policy.{k}", merged[k])
+    _int("policy.min_replicas", merged["min_replicas"], 0)
+    if merged["overhead_gib"] is not None:
+        _num("policy.overhead_gib", merged["overhead_gib"])
+    for k in ("dcp", "pcp"):
+        if merged[k] != "auto":
+            _int(f"policy.{k}", merged[k])
+
+
+def _allowed_weights(aw) -> list[str]:
+    if not isinstance(aw, list) or not aw:
+        raise PlanError("policy.allowed_weights", f"must be a non-empty list of {', '.join(WEIGHTS[1:])}")
+    out = [WEIGHT_ALIASES.get(w, w) for w in aw]
+    for w in out:
+        _choice("policy.allowed_weights", w, WEIGHTS[1:])
+    return out
+
+
 def resolve_policy(blueprint: str, policy: dict | None) -> tuple[dict, dict]:
     """Merge common defaults, the blueprint's defaults and the given policy; return (policy, defaults_doc)."""
     pol_cat = data.policies()
@@ -217,33 +258,8 @@ def resolve_policy(blueprint: str, policy: dict | None) -> tuple[dict, dict]:
         if k not in pol_cat["common"]:
             raise PlanError(f"policy.{k}", f"unknown policy key; valid: {', '.join(sorted(pol_cat['common']))}")
     merged.update(given)
-    for k, valid in POLICY_ENUMS.items():
-        if merged[k] is False:  # YAML 1.1 reads a bare `off` / `no` as false
-            merged[k] = next(v for v in ("off", "never", "none") if v in valid)
-        _choice(f"policy.{k}", merged[k], valid)
-    for k in POLICY_BOOLS:
-        if not isinstance(merged[k], bool):
-            raise PlanError(f"policy.{k}", f"must be true or false, got {merged[k]!r}")
-    for k in POLICY_FRACTIONS:
-        _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
-    for k in POLICY_POSITIVE_INTS:
-        _int(f"policy.{k}", merged[k])
-    for k in POLICY_OPTIONAL_INTS:
-        if merged[k] is not None:
-            _int(f"policy.{k}", merged[k])
-    _num("policy.kv_offload_gib", merged["kv_offload_gib"])
-    _int("policy.min_replicas", merged["min_replicas"], 0)
-    if merged["overhead_gib"] is not None:
-        _num("policy.overhead_gib", merged["overhead_gib"])
-    for k in ("dcp", "pcp"):
-        if merged[k] != "auto":
-            _int(f"policy.{k}", merged[k])
-    aw = merged["allowed_weights"]
-    if not isinstance(aw, list) or not aw:
-        raise PlanError("policy.allowed_weights", f"must be a non-empty list of {', '.join(WEIGHTS[1:])}")
-    merged["allowed_weights"] = [WEIGHT_ALIASES.get(w, w) for w in aw]
-    for w in merged["allowed_weights"]:
-        _choice("policy.allowed_weights", w, WEIGHTS[1:])
+    _check_policy_values(merged)
+    merged["allowed_weights"] = _allowed_weights(merged["allowed_weights"])
     return merged, bp
 
 
@@ -264,34 +280,25 @@ def plain(x):
     return x
 
 
-def normalize(inputs: dict) -> dict:
-    """Validate ``inputs`` and fill defaults. Returns a new dict with resolved catalog entries."""
-    if not isinstance(inputs, dict):
-        raise PlanError("inputs", f"must be a mapping, got {type(inputs).__name__}")
-    inputs = plain(inputs)
-    for k in inputs:
-        if k not in TOP_KEYS:
-            raise PlanError(k, f"unknown input; valid: {', '.join(TOP_KEYS)}")
-    blueprint = inputs.get("blueprint") or "chat"
-    policy, bp = resolve_policy(blueprint, inputs.get("policy"))
-    model = resolve_model(inputs)
+def _hardware(inputs: dict) -> dict:
     gpu = resolve_gpu("gpu", inputs.get("gpu") or _missing("gpu", "a GPU catalog id"))
     gpn = _int("gpus_per_node", inputs.get("gpus_per_node", 1))
     nodes = _int("nodes", inputs.get("nodes", 1))
     inter = inputs.get("interconnect") or ("rdma" if nodes > 1 else "nvlink")
     _choice("interconnect", inter, INTERCONNECTS)
-
     decode = None
     if inputs.get("decode_gpu"):
-        dgpu = resolve_gpu("decode_gpu", inputs["decode_gpu"])
         decode = {
-            "gpu": dgpu,
+            "gpu": resolve_gpu("decode_gpu", inputs["decode_gpu"]),
             "gpus_per_node": _int("decode_gpus_per_node", inputs.get("decode_gpus_per_node", gpn)),
             "nodes": _int("decode_nodes", inputs.get("decode_nodes", 1)),
         }
     elif inputs.get("decode_gpus_per_node") is not None or inputs.get("decode_nodes") is not None:
         raise PlanError("decode_gpu", "is required when decode_gpus_per_node or decode_nodes is set")
+    return {"gpu": gpu, "gpus_per_node": gpn, "nodes": nodes, "interconnect": inter, "decode": decode}
 
+
+def _precision(inputs: dict) -> dict:
     weights = inputs.get("weights") or "auto"
     weights = WEIGHT_ALIASES.get(weights, weights)
     _choice("weights", weights, WEIGHTS)
@@ -299,7 +306,10 @@ def normalize(inputs: dict) -> dict:
     if kvd is not None:
         kvd = KV_ALIASES.get(kvd, kvd)
         _choice("kv_cache_dtype", kvd, KV_DTYPES)
+    return {"weights": weights, "kv_cache_dtype": kvd}
 
+
+def _max_model_len(inputs: dict, model: dict) -> int:
     maxpos = model["max_position_embeddings"]
     mml = inputs.get("max_model_len")
     mml = maxpos if mml is None else _int("max_model_len", mml)
@@ -309,14 +319,23 @@ def normalize(inputs: dict) -> dict:
             f"{mml} exceeds {model['id']}'s native window of {maxpos} tokens; use <= {maxpos} "
             "(longer contexts need a YaRN rope-scaling config, which the planner does not model)",
         )
+    return mml
 
+
+def _given_block(inputs: dict, name: str, keys: tuple) -> dict:
+    given = inputs.get(name) or {}
+    if not isinstance(given, dict):
+        raise PlanError(name, f"must be a mapping with keys {', '.join(keys)}")
+    for k in given:
+        if k not in keys:
+            raise PlanError(
+                f"{name}.{k}", f"unknown {'traffic' if name == 'traffic' else 'SLO'} key; valid: {', '.join(keys)}"
+            )
+    return given
+
+
+def _merged_traffic(bp: dict, given_t: dict) -> dict:
     traffic = dict(bp.get("traffic") or {})
-    given_t = inputs.get("traffic") or {}
-    if not isinstance(given_t, dict):
-        raise PlanError("traffic", f"must be a mapping with keys {', '.join(TRAFFIC_KEYS)}")
-    for k in given_t:
-        if k not in TRAFFIC_KEYS:
-            raise PlanError(f"traffic.{k}", f"unknown traffic key; valid: {', '.join(TRAFFIC_KEYS)}")
     if given_t:
         # an explicit traffic block replaces the blueprint's example traffic except for unset keys
         if "concurrent_sessions" not in given_t and "arrival_rate_rps" in given_t:
@@ -325,21 +344,22 @@ def normalize(inputs: dict) -> dict:
     for k in TRAFFIC_KEYS:
         if traffic.get(k) is None:
             traffic[k] = None
-            continue
-        if k == "arrival_rate_rps":
+        elif k == "arrival_rate_rps":
             traffic[k] = _num(f"traffic.{k}", traffic[k])
         else:
             traffic[k] = _int(f"traffic.{k}", traffic[k], 0 if k == "concurrent_sessions" else 1)
     for kind in ("prompt", "output"):  # a given mean without a p95 does not inherit the blueprint's example p95
         if f"{kind}_tokens_mean" in given_t and f"{kind}_tokens_p95" not in given_t:
             traffic[f"{kind}_tokens_p95"] = None
-    if traffic["prompt_tokens_p95"] is None:
-        traffic["prompt_tokens_p95"] = traffic["prompt_tokens_mean"]
-    if traffic["output_tokens_p95"] is None:
-        traffic["output_tokens_p95"] = traffic["output_tokens_mean"]
+        if traffic[f"{kind}_tokens_p95"] is None:
+            traffic[f"{kind}_tokens_p95"] = traffic[f"{kind}_tokens_mean"]
     for k in ("prompt_tokens_mean", "output_tokens_mean"):
         if traffic[k] is None:
             raise PlanError(f"traffic.{k}", "is required")
+    return traffic
+
+
+def _check_traffic(traffic: dict, given_t: dict, mml: int, maxpos: int) -> None:
     # the blueprint's example traffic (keys the caller did not give) is clamped to the model's window
     room = mml - (traffic["output_tokens_p95"] or 0)
     for k in ("prompt_tokens_p95", "prompt_tokens_mean"):
@@ -357,23 +377,21 @@ def normalize(inputs: dict) -> dict:
             raise PlanError(
                 f"traffic.{k}",
                 f"prompt of {traffic[k]} tokens does not fit max_model_len {mml} (prompt plus at least one "
-                "output token); "
-                f"raise max_model_len (up to {maxpos}) or shorten prompts",
+                f"output token); raise max_model_len (up to {maxpos}) or shorten prompts",
             )
     if traffic["concurrent_sessions"] is None and traffic["arrival_rate_rps"] is None:
         raise PlanError("traffic.concurrent_sessions", "give concurrent_sessions or arrival_rate_rps")
 
+
+def _slo(inputs: dict, bp: dict) -> dict:
     slo = dict(bp.get("slo") or {})
-    given_s = inputs.get("slo") or {}
-    if not isinstance(given_s, dict):
-        raise PlanError("slo", f"must be a mapping with keys {', '.join(SLO_KEYS)}")
-    for k in given_s:
-        if k not in SLO_KEYS:
-            raise PlanError(f"slo.{k}", f"unknown SLO key; valid: {', '.join(SLO_KEYS)}")
-    slo.update({k: v for k, v in given_s.items() if v is not None})
+    slo.update({k: v for k, v in _given_block(inputs, "slo", SLO_KEYS).items() if v is not None})
     for k in SLO_KEYS:
         slo[k] = _num(f"slo.{k}", slo[k], 0.0, strict=True)
+    return slo
 
+
+def _contexts(inputs: dict, mml: int) -> list[int]:
     contexts = inputs.get("contexts")
     if contexts is None:
         contexts = sorted({c for c in (8192, 32768, 131072) if c <= mml} | {mml})
@@ -385,7 +403,10 @@ def normalize(inputs: dict) -> dict:
     for c in contexts:
         if c > mml:
             raise PlanError("contexts", f"context {c} exceeds max_model_len {mml}; use values <= {mml}")
+    return contexts
 
+
+def _engine_settings(inputs: dict) -> dict:
     util = _num("gpu_memory_utilization", inputs.get("gpu_memory_utilization", 0.92), 0.0, 1.0, strict=True)
     kvmem = inputs.get("kv_cache_memory_bytes")
     if kvmem is not None:
@@ -399,30 +420,49 @@ def normalize(inputs: dict) -> dict:
     qc = inputs.get("quantized_checkpoint", True)
     if not isinstance(qc, bool):
         raise PlanError("quantized_checkpoint", f"must be true or false, got {qc!r}")
-
     return {
-        "model": model,
-        "name": inputs.get("name") or model["id"].lower().replace(".", "-").replace("_", "-"),
-        "blueprint": blueprint,
-        "policy": policy,
-        "policy_source": inputs.get("policy_source") or "planner defaults for blueprint " + blueprint,
-        "gpu": gpu,
-        "gpus_per_node": gpn,
-        "nodes": nodes,
-        "interconnect": inter,
-        "decode": decode,
-        "weights": weights,
-        "kv_cache_dtype": kvd,
-        "max_model_len": mml,
-        "contexts": contexts,
-        "traffic": traffic,
-        "traffic_defaulted": sorted(k for k in TRAFFIC_KEYS if k not in given_t),
-        "slo": slo,
         "gpu_memory_utilization": util,
         "kv_cache_memory_bytes": kvmem,
         "quantized_checkpoint": qc,
         "vllm_version": version,
     }
+
+
+def normalize(inputs: dict) -> dict:
+    """Validate ``inputs`` and fill defaults. Returns a new dict with resolved catalog entries."""
+    if not isinstance(inputs, dict):
+        raise PlanError("inputs", f"must be a mapping, got {type(inputs).__name__}")
+    inputs = plain(inputs)
+    for k in inputs:
+        if k not in TOP_KEYS:
+            raise PlanError(k, f"unknown input; valid: {', '.join(TOP_KEYS)}")
+    blueprint = inputs.get("blueprint") or "chat"
+    policy, bp = resolve_policy(blueprint, inputs.get("policy"))
+    model = resolve_model(inputs)
+    hardware = _hardware(inputs)
+    precision = _precision(inputs)
+    mml = _max_model_len(inputs, model)
+    given_t = _given_block(inputs, "traffic", TRAFFIC_KEYS)
+    traffic = _merged_traffic(bp, given_t)
+    _check_traffic(traffic, given_t, mml, model["max_position_embeddings"])
+    slo = _slo(inputs, bp)
+    contexts = _contexts(inputs, mml)
+    out = {
+        "model": model,
+        "name": inputs.get("name") or model["id"].lower().replace(".", "-").replace("_", "-"),
+        "blueprint": blueprint,
+        "policy": policy,
+        "policy_source": inputs.get("policy_source") or "planner defaults for blueprint " + blueprint,
+        **hardware,
+        **precision,
+        "max_model_len": mml,
+        "contexts": contexts,
+        "traffic": traffic,
+        "traffic_defaulted": sorted(k for k in TRAFFIC_KEYS if k not in given_t),
+        "slo": slo,
+    }
+    out.update(_engine_settings(inputs))
+    return out
 
 
 def _missing(field: str, what: str):
