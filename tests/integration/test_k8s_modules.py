@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
@@ -171,3 +174,473 @@ def test_wait_succeeds_on_condition(cluster, ns):
 """
     run = run_playbook(_play(tasks), kubeconfig=cluster.kubeconfig)
     assert run.rc == 0, run.stdout
+
+
+# ---------------------------------------------------------------------------- the fast apply path
+# The action plugins run in-process; INFERENCE_BLUEPRINTS_K8S_TRACE makes the shared client log
+# every HTTP request (method, path, status) and every discovery decision as JSON lines, and
+# INFERENCE_BLUEPRINTS_CACHE_DIR gives each test its own discovery cache.
+
+
+def _traced_play(tasks: str, trace: Path, cache: Path) -> str:
+    env = f"  environment:\n    INFERENCE_BLUEPRINTS_K8S_TRACE: {trace}\n    INFERENCE_BLUEPRINTS_CACHE_DIR: {cache}\n"
+    return _play(tasks).replace("  tasks:\n", env + "  tasks:\n", 1)
+
+
+def _trace(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _writes(events: list[dict]) -> list[str]:
+    return [f"{e['method']} {e['path']}" for e in events if e.get("method") and e["method"] != "GET"]
+
+
+def _many_kinds(ns: str) -> list[dict]:
+    """Objects of 11 kinds in an order that is unsafe as written (namespace last, binding before role)."""
+    labels = {"app": "kt"}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "kt", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kt"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kt", "namespace": ns}],
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {"name": "kt", "namespace": ns},
+            "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "for": "5m"}]}]},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "kt", "namespace": ns},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": "kt",
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "registry.example.com/kt:1",
+                                "ports": [{"containerPort": 8000}],
+                                "resources": {"requests": {"cpu": "0.5", "memory": "1Gi"}},
+                                "env": [{"name": "A", "value": "1"}],
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kt", "namespace": ns}, "data": {"a": "b"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kt", "namespace": ns}, "stringData": {"t": "x"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kt", "namespace": ns},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]},
+        },
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kt", "namespace": ns}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "kt", "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"{ns}-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {"name": "kt", "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels}, "endpoints": [{"port": "http", "interval": "30s"}]},
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    ]
+
+
+def _apply_objects_task(objs: list[dict], extra: str = "") -> str:
+    return (
+        "- name: Apply\n  inference.blueprints.k8s_apply:\n"
+        + (f"    {extra}\n" if extra else "")
+        + f"    objects: {json.dumps(objs)}\n"
+        + "    labels: {app.kubernetes.io/managed-by: kt}\n"
+    )
+
+
+def _live_versions(cluster, objs: list[dict]) -> dict:
+    out = {}
+    for o in objs:
+        res = cluster.dynamic.resources.get(api_version=o["apiVersion"], kind=o["kind"])
+        live = res.get(name=o["metadata"]["name"], namespace=o["metadata"].get("namespace")).to_dict()
+        out[(o["kind"], o["metadata"]["name"])] = live["metadata"]["resourceVersion"]
+    return out
+
+
+def test_many_kinds_in_one_call_in_safe_order_then_a_noop_rerun_writes_nothing(cluster, ns, tmp_path):
+    objs = _many_kinds(ns)
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    play = _traced_play(_apply_objects_task(objs), trace, cache)
+    try:
+        first = run_playbook(play, kubeconfig=cluster.kubeconfig)
+        assert first.rc == 0, first.failure_messages() or first.stdout
+        result = first.results_of("inference.blueprints.k8s_apply")[0]["objects"]
+        order = [o["kind"] for o in result]
+        assert order == [
+            "Namespace",
+            "ConfigMap",  # prerequisites, in list order
+            "Secret",
+            "ServiceAccount",
+            "Role",
+            "ClusterRole",
+            "RoleBinding",  # after its Role
+            "PrometheusRule",  # every other kind in order of first appearance
+            "Deployment",
+            "Service",
+            "ServiceMonitor",
+        ]
+        assert {o["action"] for o in result} == {"created"}
+        # Each write is one server-side apply with strict validation and our field manager.
+        patches = [e for e in _trace(trace) if e.get("method") == "PATCH"]
+        assert len(patches) == len(objs)
+        assert all(
+            "fieldManager=inference-blueprints" in p["query"] and "fieldValidation=Strict" in p["query"]
+            for p in patches
+        )
+
+        before = _live_versions(cluster, objs)
+        trace.unlink()
+        second = run_playbook(play, kubeconfig=cluster.kubeconfig)
+        assert second.rc == 0, second.failure_messages()
+        assert second.changed == 0
+        result = second.results_of("inference.blueprints.k8s_apply")[0]["objects"]
+        assert [o["action"] for o in result] == ["unchanged"] * len(objs)
+        events = _trace(trace)
+        assert _writes(events) == [], "a no-op re-run must only read"
+        assert len([e for e in events if e.get("method") == "GET"]) == len(objs)  # one read per object
+        after = _live_versions(cluster, objs)
+        # Controllers update Deployment status; every other object must be untouched.
+        assert {k: v for k, v in after.items() if k[0] != "Deployment"} == {
+            k: v for k, v in before.items() if k[0] != "Deployment"
+        }
+
+        # A real change is still applied, and only where it is.
+        objs[3]["data"] = {"a": "c"}
+        trace.unlink()
+        third = run_playbook(_traced_play(_apply_objects_task(objs), trace, cache), kubeconfig=cluster.kubeconfig)
+        assert third.rc == 0 and third.changed == 1
+        changed = [
+            o for o in third.results_of("inference.blueprints.k8s_apply")[0]["objects"] if o["action"] != "unchanged"
+        ]
+        assert [(o["kind"], o["action"]) for o in changed] == [("ConfigMap", "configured")]
+        assert _writes(_trace(trace)) == [f"PATCH /api/v1/namespaces/{ns}/configmaps/kt"]
+    finally:
+        cluster.kubectl("delete", "clusterrole", f"{ns}-reader", "--ignore-not-found")
+
+
+def _widget_crd(group: str) -> dict:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_check_mode_with_a_new_namespace_and_crd_writes_nothing(cluster, ns, tmp_path):
+    group = f"{ns}.example.com"
+    objs = [
+        {
+            "apiVersion": f"{group}/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w", "namespace": ns},
+            "spec": {"size": 1},
+        },
+        _widget_crd(group),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}, "data": {"a": "b"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"{ns}-pc"}, "value": 10},
+    ]
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    run = run_playbook(
+        _traced_play(_apply_objects_task(objs), trace, cache), kubeconfig=cluster.kubeconfig, check=True, diff=True
+    )
+    assert run.rc == 0, run.failure_messages()
+    assert run.changed == 1
+    result = {o["kind"]: o for o in run.results_of("inference.blueprints.k8s_apply")[0]["objects"]}
+    assert {k: o["action"] for k, o in result.items()} == dict.fromkeys(result, "created")
+    # The server could not dry-run what lives in a namespace or of a kind that does not exist yet.
+    assert result["ConfigMap"]["validated"] is False and result["Widget"]["validated"] is False
+    assert "validated" not in result["Namespace"] and "validated" not in result["PriorityClass"]
+    writes = [e for e in _trace(trace) if e.get("method") not in (None, "GET")]
+    assert writes and all("dryRun=All" in (e.get("query") or "") for e in writes), writes
+    for args in (("get", "namespace", ns), ("get", "crd", f"widgets.{group}"), ("get", "priorityclass", f"{ns}-pc")):
+        assert cluster.kubectl(*args).returncode != 0, f"check mode created {args}"
+
+
+def test_crd_and_its_objects_in_one_call(cluster, ns, tmp_path):
+    group = f"{ns}.example.com"
+    widget = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": ns},
+        "spec": {"size": 2},
+    }
+    objs = [widget, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, _widget_crd(group)]
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    try:
+        run = run_playbook(_traced_play(_apply_objects_task(objs), trace, cache), kubeconfig=cluster.kubeconfig)
+        assert run.rc == 0, run.failure_messages()
+        result = run.results_of("inference.blueprints.k8s_apply")[0]["objects"]
+        assert [(o["kind"], o["action"]) for o in result] == [
+            ("Namespace", "created"),
+            ("CustomResourceDefinition", "created"),
+            ("Widget", "created"),
+        ]
+        got = cluster.kubectl("get", f"widgets.{group}", "w", "-n", ns, "-o", "jsonpath={.spec.size}")
+        assert got.stdout == "2", got.stderr
+        # Discovery: one fetch for the task, one more after the CRD became Established.
+        assert [e["event"] for e in _trace(trace) if e.get("event")] == ["discovery-fetch", "discovery-fetch"]
+    finally:
+        cluster.kubectl("delete", "crd", f"widgets.{group}", "--ignore-not-found", "--wait=false")
+
+
+def test_discovery_cache_is_reused_by_later_tasks(cluster, ns, tmp_path):
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    tasks = _apply_task(ns) + (
+        "- name: Apply again\n  inference.blueprints.k8s_apply:\n"
+        f"    objects: [{{apiVersion: v1, kind: ConfigMap, metadata: {{name: other, namespace: {ns}}}}}]\n"
+        "- name: Wait\n  inference.blueprints.k8s_wait:\n"
+        f"    objects: [{{apiVersion: v1, kind: ConfigMap, namespace: {ns}, name: other}}]\n"
+        "- name: Facts\n  inference.blueprints.cluster_facts:\n    gather_subset: api\n"
+    )
+    run = run_playbook(_traced_play(tasks, trace, cache), kubeconfig=cluster.kubeconfig)
+    assert run.rc == 0, run.failure_messages()
+    events = _trace(trace)
+    pids = list(dict.fromkeys(e["pid"] for e in events if e.get("method") == "PATCH" or e.get("event")))
+    assert len(pids) == 3, "three tasks with discovery, each its own worker process"
+    decisions = [(pids.index(e["pid"]), e["event"]) for e in events if e.get("event")]
+    assert decisions == [(0, "discovery-fetch"), (1, "discovery-cache-read"), (2, "discovery-cache-read")]
+    discovery_gets = [e for e in events if e.get("method") == "GET" and e["path"] in ("/api", "/apis")]
+    assert [e["path"] for e in discovery_gets][:2] == ["/api", "/apis"]
+    assert len([e for e in discovery_gets if e["pid"] in pids]) == 2  # only the first task asked the server
+    files = list(cache.rglob("*.json"))
+    assert len(files) == 1 and oct(files[0].stat().st_mode & 0o777) == "0o600"
+    assert "discovery" in files[0].parts
+
+
+def test_stale_discovery_cache_is_refreshed_when_a_new_crd_appears(cluster, ns, tmp_path):
+    group = f"{ns}.example.com"
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    assert run_playbook(_traced_play(_apply_task(ns), trace, cache), kubeconfig=cluster.kubeconfig).rc == 0
+    try:
+        # An operator installs a CRD after our cache was written.
+        crd = cluster.kubectl("apply", "-f", "-", input=json.dumps(_widget_crd(group)))
+        assert crd.returncode == 0, crd.stderr
+        ok = cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=60s")
+        assert ok.returncode == 0, ok.stderr
+        trace.unlink()
+        widget = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}}
+        run = run_playbook(_traced_play(_apply_objects_task([widget]), trace, cache), kubeconfig=cluster.kubeconfig)
+        assert run.rc == 0, run.failure_messages()
+        assert [e["event"] for e in _trace(trace) if e.get("event")] == ["discovery-cache-read", "discovery-fetch"]
+    finally:
+        cluster.kubectl("delete", "crd", f"widgets.{group}", "--ignore-not-found", "--wait=false")
+
+
+def test_kind_nobody_serves_names_kind_group_and_that_nothing_provides_it(cluster, ns, tmp_path):
+    objs = [
+        {"apiVersion": "widgets.nowhere.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}}
+    ]
+    run = run_playbook(_play(_apply_objects_task(objs)), kubeconfig=cluster.kubeconfig)
+    assert run.rc != 0
+    msg = run.failure_messages()
+    assert "does not serve Widget in widgets.nowhere.example.com/v1" in msg, msg
+    assert "nothing on this cluster provides API group widgets.nowhere.example.com" in msg, msg
+    # and a known group at a version it does not serve
+    objs = [
+        {
+            "apiVersion": "serving.kserve.io/v9",
+            "kind": "LLMInferenceService",
+            "metadata": {"name": "m", "namespace": ns},
+        }
+    ]
+    run = run_playbook(_play(_apply_objects_task(objs)), kubeconfig=cluster.kubeconfig)
+    assert "API group serving.kserve.io is served only in version(s)" in run.failure_messages()
+
+
+def test_concurrent_waits_time_out_naming_every_pending_object(cluster, ns):
+    states = {"a": "ready", "b": "pending", "c": "ready", "d": "starting"}
+    cms = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns}, "data": {"state": s}}
+        for n, s in states.items()
+    ]
+    objs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *cms]
+    waits = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns, "name": n, "field": "data.state", "value": "ready"}
+        for n in [*states, "missing"]
+    ] + [
+        {
+            "apiVersion": "widgets.nowhere.example.com/v1",
+            "kind": "Widget",
+            "namespace": ns,
+            "name": "w",
+            "condition": "Ready",
+        }
+    ]
+    tasks = _apply_objects_task(objs) + (
+        "- name: Wait\n  inference.blueprints.k8s_wait:\n"
+        f"    objects: {json.dumps(waits)}\n    timeout: 3\n    sleep: 1\n"
+    )
+    run = run_playbook(_play(tasks), kubeconfig=cluster.kubeconfig)
+    assert run.rc != 0
+    failed = run.failures()[0][4]
+    msg = failed["msg"]
+    assert msg.startswith("timed out after 3 s: "), msg
+    assert f"ConfigMap {ns}/b (v1): waited for data.state == 'ready'; last saw data.state='pending'" in msg
+    assert f"ConfigMap {ns}/d (v1): waited for data.state == 'ready'; last saw data.state='starting'" in msg
+    assert f"ConfigMap {ns}/missing (v1): waited for data.state == 'ready'; last saw the object does not exist" in msg
+    assert (
+        f"Widget {ns}/w (widgets.nowhere.example.com/v1): waited for condition Ready=True; last saw the API server"
+        in msg
+    )
+    assert f"{ns}/a " not in msg and f"{ns}/c " not in msg
+    assert [o["ready"] for o in failed["objects"]] == [True, False, True, False, False, False]
+    assert 3 <= failed["elapsed"] < 6, failed["elapsed"]  # stops at the deadline, not after per-object timeouts
+
+
+def test_forbidden_names_verb_resource_and_namespace(cluster, ns):
+    sa_kubeconfig = cluster.mint_sa_kubeconfig(ns, "nobody")
+    cm = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns}, "data": {"a": "b"}}]
+    task = _apply_objects_task(cm, extra=f"kubeconfig: {sa_kubeconfig}")
+    run = run_playbook(_play(task), kubeconfig=cluster.kubeconfig)
+    assert run.rc != 0
+    msg = run.failure_messages()
+    assert f"forbidden: the credentials in use may not get configmaps in namespace {ns}" in msg, msg
+    assert f"system:serviceaccount:{ns}:nobody" in msg
+    # Reading allowed, writing not: the refused verb is the write.
+    assert cluster.kubectl("create", "role", "cm-read", "-n", ns, "--verb=get", "--resource=configmaps").returncode == 0
+    grant = ("create", "rolebinding", "cm-read", "-n", ns, "--role=cm-read", f"--serviceaccount={ns}:nobody")
+    assert cluster.kubectl(*grant).returncode == 0
+    deadline = time.monotonic() + 30
+    while True:
+        run = run_playbook(_play(task), kubeconfig=cluster.kubeconfig)
+        msg = run.failure_messages()
+        if "may not get" not in msg or time.monotonic() > deadline:
+            break
+    assert f"forbidden: the credentials in use may not patch configmaps in namespace {ns}" in msg, msg
+
+
+def test_admission_policy_denial_quotes_its_reason(cluster, ns):
+    name = f"{ns}-no-forbidden-key"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": "!has(object.data) || !('forbidden' in object.data)",
+                    "message": "key forbidden is not allowed",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+        },
+    }
+    bad = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "namespace": ns},
+        "data": {"forbidden": "1"},
+    }
+    try:
+        assert cluster.kubectl("create", "namespace", ns).returncode == 0
+        for doc in (policy, binding):
+            res = cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+            assert res.returncode == 0, res.stderr
+        deadline = time.monotonic() + 30
+        probe = ("apply", "--dry-run=server", "-f", "-")
+        while "denied request" not in cluster.kubectl(*probe, input=json.dumps(bad)).stderr:
+            assert time.monotonic() < deadline, "the admission policy never took effect"
+            time.sleep(0.5)
+        run = run_playbook(_play(_apply_objects_task([bad])), kubeconfig=cluster.kubeconfig)
+        assert run.rc != 0
+        msg = run.failure_messages()
+        assert msg == (
+            f"admission policy {name} (binding {name}) denied apply of ConfigMap {ns}/cfg (v1): "
+            "key forbidden is not allowed"
+        ), msg
+    finally:
+        cluster.kubectl(
+            "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", name, "--ignore-not-found"
+        )
+
+
+def test_conflict_with_another_field_manager_is_explained(cluster, ns):
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "namespace": ns},
+        "data": {"key": "theirs"},
+    }
+    assert cluster.kubectl("create", "namespace", ns).returncode == 0
+    res = cluster.kubectl("apply", "--server-side", "--field-manager=someone-else", "-f", "-", input=json.dumps(cm))
+    assert res.returncode == 0, res.stderr
+    mine = {**cm, "data": {"key": "ours"}}
+    run = run_playbook(
+        _play(_apply_objects_task([mine], extra="force_conflicts: false")), kubeconfig=cluster.kubeconfig
+    )
+    assert run.rc != 0
+    msg = run.failure_messages()
+    assert f"conflict applying ConfigMap {ns}/cfg (v1): other field managers own .data.key" in msg, msg
+    assert 'conflict with "someone-else"' in msg and "force_conflicts: true" in msg
+    # the default (force_conflicts: true) takes the field over
+    run = run_playbook(_play(_apply_objects_task([mine])), kubeconfig=cluster.kubeconfig)
+    assert run.rc == 0 and run.changed == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.inference.blueprints.plugins.modules.k8s_wait import describe_test, evaluate
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import describe_test, evaluate
 
 
 def test_condition_true_is_ready_and_reports_reason():

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -218,30 +219,34 @@ def _scalar_equal(want, have, parent):
     return False
 
 
-def contains(want, have, parent=None):
-    """True when ``have`` (live) holds every value of ``want`` (desired); the server may add more."""
+def contains(want, have, key=None, outer=None):
+    """True when ``have`` (live) holds every value of ``want`` (desired); the server may add more.
+
+    ``key`` is the field ``want`` sits under and ``outer`` the field of the map holding it
+    (``resources.limits.memory``: key ``memory``, outer ``limits``).
+    """
     if want is None:
         return have is None
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return False
-        return all(contains(v, have.get(k), k) for k, v in want.items())
+        return all(contains(v, have.get(k), k, key) for k, v in want.items())
     if isinstance(want, list):
         if not isinstance(have, list):
             return False
         if len(want) == len(have):
-            return all(contains(w, h, parent) for w, h in zip(want, have, strict=True))
+            return all(contains(w, h, key, outer) for w, h in zip(want, have, strict=True))
         # Other managers may own more items of a granular list (finalizers, env): each desired
         # item must be present, in order.
         pos = 0
         for w in want:
-            while pos < len(have) and not contains(w, have[pos], parent):
+            while pos < len(have) and not contains(w, have[pos], key, outer):
                 pos += 1
             if pos == len(have):
                 return False
             pos += 1
         return True
-    return _scalar_equal(want, have, parent)
+    return _scalar_equal(want, have, outer)
 
 
 def unchanged_without_write(obj, live, manager):
@@ -259,8 +264,20 @@ def unchanged_without_write(obj, live, manager):
     desired = desired_fields(obj)
     if not desired or not fields:  # at the top, an empty set means "owns nothing"
         return not desired and not fields
-    live_part = {k: v for k, v in live.items() if k in desired}
-    return contains(desired, live_part) and same_fieldset(desired, fields)
+    values = _as_stored(obj, desired)
+    live_part = {k: v for k, v in live.items() if k in values}
+    return contains(values, live_part) and same_fieldset(desired, fields)
+
+
+def _as_stored(obj, desired):
+    """Desired values as the server stores them: a Secret's write-only stringData is kept,
+    base64-encoded, in data (where it wins over data of the same key)."""
+    if obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1" or not desired.get("stringData"):
+        return desired
+    out = {k: v for k, v in desired.items() if k != "stringData"}
+    encoded = {k: base64.b64encode(str(v).encode("utf-8")).decode("ascii") for k, v in desired["stringData"].items()}
+    out["data"] = {**(desired.get("data") or {}), **encoded}
+    return out
 
 
 def crd_kinds(objs):

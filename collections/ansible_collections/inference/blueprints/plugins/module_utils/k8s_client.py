@@ -323,7 +323,9 @@ _FORBIDDEN = re.compile(
     r'cannot (?P<verb>\w+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
     r'(?: in the namespace "(?P<namespace>[^"]+)")?'
 )
-_POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)' denied request(?::\s*(.*))?", re.S)
+_POLICY = re.compile(
+    r"ValidatingAdmissionPolicy '([^']+)'(?: with binding '([^']+)')? denied request(?::\s*(.*))?", re.S
+)
 
 
 def explain(err, verb, what, resource=None, namespace=None):
@@ -337,10 +339,9 @@ def explain(err, verb, what, resource=None, namespace=None):
         return f"admission webhook {webhook.group(1)} denied {verb} of {what}: {reason}"
     policy = _POLICY.search(msg)
     if policy:
-        return (
-            f"admission policy {policy.group(1)} (binding {policy.group(2)}) denied {verb} of {what}: "
-            f"{policy.group(3) or '(no reason given)'}"
-        )
+        binding = f" (binding {policy.group(2)})" if policy.group(2) else ""
+        reason = policy.group(3) or "(no reason given)"
+        return f"admission policy {policy.group(1)}{binding} denied {verb} of {what}: {reason}"
     if err.status == 403:
         said = _FORBIDDEN.search(msg)
         if said:  # the authorizer's own words: verb, resource, group, namespace it checked
