@@ -24,11 +24,14 @@ Fixtures
     The cluster is shared by the whole session: use your own namespaces, and call
     ``clear_never_ready()`` when you set entries.
 
-``cluster_factory(profile="h100-8x2-rdma", name=None)`` (session)
+``cluster_factory(profile="h100-8x2-rdma", name=None, kserve=None)`` (session)
     Starts (once per ``name or profile``) and returns another instance, e.g.
     ``cluster_factory("sno-rtx-pro-6000")`` or two of one profile for multi-cluster
     blueprints: ``cluster_factory("h100-8x2-rdma", name="burst")``. All are stopped at the
     end of the session. ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
+    ``kserve=True`` runs the real KServe LLMInferenceService controller in that instance
+    (``cluster.kserve``; the simulator then leaves LLMInferenceService status to KServe);
+    ``None`` follows the ``KCP_KSERVE`` environment variable (off unless set to 1).
 
 If the control plane binary is missing or does not start, these fixtures raise
 ``ControlPlaneError``: the tests fail, they never skip. ``make pytest`` builds it first.
@@ -50,14 +53,16 @@ from controlplane.cluster import DEFAULT_PROFILE, ControlPlane  # noqa: E402
 def cluster_factory():
     instances: dict[str, ControlPlane] = {}
 
-    def factory(profile: str = DEFAULT_PROFILE, name: str | None = None) -> ControlPlane:
+    def factory(profile: str = DEFAULT_PROFILE, name: str | None = None, kserve: bool | None = None) -> ControlPlane:
         key = name or profile
         cp = instances.get(key)
         if cp is None:
-            cp = ControlPlane(profile)
+            cp = ControlPlane(profile, kserve=kserve)
             instances[key] = cp.start()
         elif cp.profile_name != profile:
             raise ValueError(f"instance {key!r} already runs profile {cp.profile_name!r}")
+        elif kserve is not None and cp.kserve_enabled != kserve:
+            raise ValueError(f"instance {key!r} already runs with kserve={cp.kserve_enabled}")
         return cp
 
     yield factory

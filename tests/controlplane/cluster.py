@@ -8,6 +8,12 @@ the chosen site profile has (ClusterVersion, Infrastructure, ``openshift-*`` nam
 catalog sources, MachineConfigPools, GPU/NIC nodes, storage classes) and runs the status
 simulator (``tests/simulator``).
 
+With the KServe switch on (``ControlPlane(kserve=True)``, ``cluster.py up --kserve`` or
+``KCP_KSERVE=1`` in the environment; off by default) it also runs the real KServe
+LLMInferenceService controller (``kserve_controller.py``, built by ``make controlplane``):
+KServe's webhooks, presets and global config are installed, and the simulator stops writing
+LLMInferenceService status; it only plays the kubelet and the Gateway controller.
+
 Python API (what the pytest fixtures in ``tests/conftest.py`` hand out)::
 
     cp = ControlPlane("h100-8x2-rdma").start()
@@ -19,11 +25,13 @@ Python API (what the pytest fixtures in ``tests/conftest.py`` hand out)::
     cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
     cp.clear_never_ready()
     cp.kubectl("get", "crd")            # kubectl of the same Kubernetes version
+    cp.kserve                           # KServeController when the switch is on, else None
     cp.stop()
 
 Command line (what ``make cluster-up`` / ``make cluster-down`` run)::
 
     cluster.py up --profile h100-8x2-rdma --dir .cluster   # background; prints usage
+    cluster.py up --kserve ...                             # with the real KServe controller
     cluster.py down --dir .cluster                         # stops it; nothing left running
     cluster.py serve ...                                   # foreground (used by up)
 """
@@ -37,7 +45,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +59,19 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 if str(HERE.parent) not in sys.path:  # make tests/simulator importable when run as a script
     sys.path.insert(0, str(HERE.parent))
+if str(HERE) not in sys.path:  # and kserve_controller beside this file
+    sys.path.insert(0, str(HERE))
+
+try:  # imported as controlplane.cluster (pytest) or run as a script
+    from . import kserve_controller
+    from .procutil import alive as _alive
+    from .procutil import die_with_parent, free_port, process_tree_rss
+except ImportError:
+    import kserve_controller  # type: ignore[no-redef]
+    from procutil import alive as _alive  # type: ignore[no-redef]
+    from procutil import die_with_parent, free_port, process_tree_rss  # type: ignore[no-redef]
+
+__all__ = ["ControlPlane", "ControlPlaneError", "_alive", "free_port", "process_tree_rss"]
 
 CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
 BINARY = Path(os.environ.get("KCP_BIN", CACHE / "bin" / "kcp"))
@@ -88,48 +108,12 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be built, started or seeded (tests must fail, not skip)."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def load_profile(name: str) -> dict:
     path = PROFILES / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in PROFILES.glob("*.yaml"))
         raise ControlPlaneError(f"unknown site profile {name!r}; known: {', '.join(known)}")
     return yaml.safe_load(path.read_text())
-
-
-def process_tree_rss(pid: int) -> int:
-    """Resident memory (bytes) of pid and all its descendants."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            for task in Path(f"/proc/{p}").glob("task/*/children"):
-                todo += [int(c) for c in task.read_text().split()]
-    return total
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
 
 
 class ControlPlane:
@@ -144,6 +128,7 @@ class ControlPlane:
         sim_delay: float | None = None,
         binary: Path = BINARY,
         crds: Path = CRDS,
+        kserve: bool | None = None,
     ):
         self.profile_name = profile
         self.profile = load_profile(profile)
@@ -153,6 +138,9 @@ class ControlPlane:
         self.sim_delay = sim_delay
         self.binary = Path(binary)
         self.crds = Path(crds)
+        # The real KServe controller (None: the KCP_KSERVE environment variable decides).
+        self.kserve_enabled = kserve_controller.enabled_by_default() if kserve is None else kserve
+        self.kserve: kserve_controller.KServeController | None = None
         self.proc: subprocess.Popen | None = None
         self.simulator = None
         self.kubeconfig = str(self.workdir / "kubeconfig")
@@ -172,6 +160,10 @@ class ControlPlane:
             )
         if not self.crds.exists():
             raise ControlPlaneError(f"{self.crds} is missing: run `make controlplane` (collects the upstream CRDs)")
+        if self.kserve_enabled and not kserve_controller.BINARY.exists():
+            raise ControlPlaneError(
+                f"{kserve_controller.BINARY} is missing: run `make controlplane` (builds the KServe controller)"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "ready.json").unlink(missing_ok=True)
         t0 = time.monotonic()
@@ -191,7 +183,15 @@ class ControlPlane:
         ]
         log = open(self.workdir / "kcp.log", "w")  # noqa: SIM115 - handed to the child
         env = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG")}
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        # kcp dies with the thread that starts it, even on SIGKILL (its own children die with it).
+        self.proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - prctl only
+        )
         log.close()
         ready = self.workdir / "ready.json"
         while not ready.exists():
@@ -209,6 +209,9 @@ class ControlPlane:
             self.timings["seeded"] = time.monotonic() - t0
             if self.simulate:
                 self.start_simulator()
+            if self.kserve_enabled:
+                self.kserve = kserve_controller.KServeController(self).start()
+                self.timings["kserve_ready"] = time.monotonic() - t0
         except Exception:
             self.stop()
             raise
@@ -217,7 +220,7 @@ class ControlPlane:
 
     def _log_tail(self, n: int = 40) -> str:
         lines = []
-        for name in ("kcp.log", "apiserver.log", "controller-manager.log"):
+        for name in ("kcp.log", "apiserver.log", "controller-manager.log", "llmisvc.log"):
             p = self.workdir / name
             if p.exists():
                 lines += [f"--- {p}"] + p.read_text(errors="replace").splitlines()[-n:]
@@ -226,12 +229,17 @@ class ControlPlane:
     def start_simulator(self) -> None:
         from simulator import Simulator
 
-        self.simulator = Simulator(self.new_api_client(), delay=self.sim_delay).start()
+        # With the real KServe controller, LLMInferenceService status is KServe's to write.
+        self.simulator = Simulator(
+            self.new_api_client(), delay=self.sim_delay, play_llmisvc=not self.kserve_enabled
+        ).start()
 
     def stop(self) -> None:
         if self.simulator:
             self.simulator.stop()
             self.simulator = None
+        if self.kserve:
+            self.kserve.stop()
         if self._api_client:
             with contextlib.suppress(Exception):
                 self._api_client.close()
@@ -257,7 +265,11 @@ class ControlPlane:
         return self.proc.pid if self.proc else None
 
     def rss_bytes(self) -> int:
-        return process_tree_rss(self.pid) if self.pid else 0
+        """Resident memory of the instance: kcp and its children, plus the KServe controller."""
+        return (process_tree_rss(self.pid) if self.pid else 0) + self.kserve_rss_bytes()
+
+    def kserve_rss_bytes(self) -> int:
+        return self.kserve.rss_bytes() if self.kserve else 0
 
     # ------------------------------------------------------------------ clients
     def new_api_client(self, kubeconfig: str | None = None, pool: int = 64):
@@ -755,6 +767,7 @@ _PLURALS = {
     "CatalogSource": "catalogsources",
     "MachineConfigPool": "machineconfigpools",
     "MachineConfigNode": "machineconfignodes",
+    "LLMInferenceServiceConfig": "llminferenceserviceconfigs",
 }
 
 
@@ -830,7 +843,13 @@ def _usage(state: dict) -> str:
         f"  {BINARY} kubectl get nodes -L nvidia.com/gpu.product   # kubectl of the same version\n"
         f"  kubectl --kubeconfig {kc} get crd\n"
         f"  status simulator: ConfigMap sim-system/sim-config (delay, neverReady)\n"
-        f"  make cluster-down             # stop it\n"
+        + (
+            f"  KServe controller {state['kserve']['version']} (real, log {state['kserve']['log']});"
+            f" presets in {state['kserve']['namespace']}\n"
+            if state.get("kserve")
+            else "  KServe controller: off (LLMInferenceService status simulated; --kserve or KCP_KSERVE=1)\n"
+        )
+        + "  make cluster-down             # stop it\n"
     )
 
 
@@ -841,7 +860,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     wd = Path(args.dir).resolve()
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "manager.pid").write_text(str(os.getpid()))
-    cp = ControlPlane(args.profile, workdir=wd, sim_delay=args.sim_delay)
+    cp = ControlPlane(args.profile, workdir=wd, sim_delay=args.sim_delay, kserve=args.kserve)
     stop = {"now": False}
 
     def on_signal(*_):
@@ -863,9 +882,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "kcp_pid": cp.pid,
         "ready_seconds": cp.ready_seconds,
         "rss_bytes": cp.rss_bytes(),
+        "kserve": kserve_controller.state(cp.kserve),
     }
     (wd / "state.json").write_text(json.dumps(state, indent=2))
     while not stop["now"] and cp.proc.poll() is None:
+        if cp.kserve and cp.kserve.proc.poll() is not None:
+            (wd / "error.txt").write_text(f"the KServe controller exited:\n{cp.kserve.log_tail()}")
+            print(f"the KServe controller exited; see {cp.kserve.log}", file=sys.stderr)
+            break
         time.sleep(0.2)
     cp.stop()
     for f in ("state.json", "manager.pid"):
@@ -890,6 +914,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     cmd = [sys.executable, str(Path(__file__).resolve()), "serve", "--profile", args.profile, "--dir", str(wd)]
     if args.sim_delay is not None:
         cmd += ["--sim-delay", str(args.sim_delay)]
+    if args.kserve is not None:
+        cmd += ["--kserve" if args.kserve else "--no-kserve"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     t0 = time.monotonic()
@@ -914,6 +940,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         if p.exists():
             with contextlib.suppress(ValueError, KeyError, json.JSONDecodeError):
                 pids.append(int(p.read_text()) if key is None else int(json.loads(p.read_text())[key]))
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        pids.append(int(json.loads((wd / "state.json").read_text())["kserve"]["pid"]))
     pids = [p for p in dict.fromkeys(pids) if _alive(p) and _is_ours(p)]
     if not pids:
         print("cluster-down: nothing running")
@@ -937,7 +965,7 @@ def _is_ours(pid: int) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return "cluster.py" in cmd or "kcp" in cmd
+    return "cluster.py" in cmd or "kcp" in cmd or "llmisvc" in cmd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -949,6 +977,12 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--dir", default=str(REPO / ".cluster"))
         sp.add_argument("--sim-delay", type=float, default=None)
         sp.add_argument("--timeout", type=float, default=360)
+        sp.add_argument(
+            "--kserve",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=f"run the real KServe LLMInferenceService controller (default: ${kserve_controller.ENV_SWITCH}, off)",
+        )
     sp = sub.add_parser("down")
     sp.add_argument("--dir", default=str(REPO / ".cluster"))
     args = ap.parse_args(argv)

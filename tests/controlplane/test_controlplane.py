@@ -86,6 +86,9 @@ def test_every_upstream_crd_is_served(cluster):
         "HTTPRoute.gateway.networking.k8s.io",
         "InferencePool.inference.networking.k8s.io",
         "InferenceObjective.inference.networking.x-k8s.io",
+        "InferenceObjective.llm-d.ai",
+        "InferenceModelRewrite.llm-d.ai",
+        "VariantAutoscaling.llmd.ai",
         "BackendTrafficPolicy.gateway.envoyproxy.io",
         "AIGatewayRoute.aigateway.envoyproxy.io",
         "LeaderWorkerSet.leaderworkerset.x-k8s.io",
@@ -296,7 +299,11 @@ def test_llminferenceservice_and_deployment_become_ready(cluster):
     assert cluster.kubectl("apply", "-f", "-", input=json.dumps(llm) + "\n---\n" + json.dumps(dep)).returncode == 0
     res = cluster.kubectl("wait", "-n", ns, "llminferenceservice/typo", "--for=condition=Ready", "--timeout=20s")
     assert res.returncode == 0, res.stderr
-    assert get_json(cluster, "llminferenceservice", "typo", "-n", ns)["status"]["url"].startswith("http://typo.")
+    status = get_json(cluster, "llminferenceservice", "typo", "-n", ns)["status"]
+    if cluster.kserve_enabled:  # KServe's own status: no router, so the workload Service's address
+        assert status["addresses"][0]["url"] == f"http://typo-kserve-workload-svc.{ns}.svc.cluster.local"
+    else:  # the simulator's
+        assert status["url"].startswith("http://typo.")
     res = cluster.kubectl("wait", "-n", ns, "deployment/epp", "--for=condition=Available", "--timeout=20s")
     assert res.returncode == 0, res.stderr
     assert get_json(cluster, "deployment", "epp", "-n", ns)["status"]["availableReplicas"] == 2
@@ -509,6 +516,21 @@ def test_simulator_plays_the_other_operators(cluster):
         },
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "sim-operands"},
+            "spec": {"controllerName": "example.com/gateway-controller"},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "inference-gateway", "namespace": ns},
+            "spec": {
+                "gatewayClassName": "sim-operands",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "HTTPRoute",
             "metadata": {"name": "route", "namespace": ns},
             "spec": {
@@ -573,10 +595,61 @@ def test_simulator_plays_the_other_operators(cluster):
             ("-n", ns, "scaledobject/so", "--for=condition=Ready"),
             ("-n", ns, "application/site", "--for=jsonpath={.status.health.status}=Healthy"),
             ("-n", ns, "inferencepool/pool", "--for=jsonpath={.status.parents[0].conditions[0].status}=True"),
+            ("-n", ns, "httproute/route", "--for=jsonpath={.status.parents[0].conditions[1].reason}=ResolvedRefs"),
             ("mcp/worker", "--for=jsonpath={.status.poolSynchronizersStatus[0].updatedMachineCount}=2"),
+        ):
+            res = cluster.kubectl("wait", *args, "--timeout=30s")
+            assert res.returncode == 0, f"{args}: {res.stderr}"
+        # As a Gateway controller reports: the route's parent names its controller; the pool's
+        # endpoint picker Service does not exist yet, so its refs do not resolve ...
+        route = get_json(cluster, "httproute", "route", "-n", ns)["status"]["parents"][0]
+        assert route["controllerName"] == "example.com/gateway-controller"
+        assert route["parentRef"]["name"] == "inference-gateway"
+        pool = get_json(cluster, "inferencepool", "pool", "-n", ns)["status"]["parents"][0]
+        assert pool["parentRef"] == {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "name": "inference-gateway",
+            "namespace": ns,
+        }
+        refs = next(c for c in pool["conditions"] if c["type"] == "ResolvedRefs")
+        assert (refs["status"], refs["reason"]) == ("False", "InvalidExtensionRef")
+        # ... until it does; a route to a missing Service does not resolve either.
+        svc = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "epp", "namespace": ns},
+            "spec": {"ports": [{"name": "grpc", "port": 9002}]},
+        }
+        bad_route = {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "to-nowhere", "namespace": ns},
+            "spec": {
+                "parentRefs": [{"name": "inference-gateway"}],
+                "rules": [{"backendRefs": [{"name": "nowhere", "port": 80}]}],
+            },
+        }
+        res = cluster.kubectl("apply", "-f", "-", input=json.dumps(svc) + "\n---\n" + json.dumps(bad_route))
+        assert res.returncode == 0, res.stderr
+        for args in (
+            ("-n", ns, "inferencepool/pool", "--for=jsonpath={.status.parents[0].conditions[1].status}=True"),
+            (
+                "-n",
+                ns,
+                "httproute/to-nowhere",
+                "--for=jsonpath={.status.parents[0].conditions[1].reason}=BackendNotFound",
+            ),
         ):
             res = cluster.kubectl("wait", *args, "--timeout=30s")
             assert res.returncode == 0, f"{args}: {res.stderr}"
     finally:
         cluster.kubectl("patch", "mcp", "worker", "--type=merge", "-p", '{"spec":{"pinnedImageSets":null}}')
-        cluster.kubectl("delete", "pinnedimageset/vllm-images", "dsc/default-dsc", "dsci/default-dsci", "--wait=false")
+        cluster.kubectl(
+            "delete",
+            "pinnedimageset/vllm-images",
+            "dsc/default-dsc",
+            "dsci/default-dsci",
+            "gatewayclass/sim-operands",
+            "--wait=false",
+        )

@@ -17,10 +17,19 @@ NicClusterPolicy (mellanox.com)       ``status.state: ready``
 NodeFeatureDiscovery                  conditions Available/Upgradeable True
 DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
 LLMInferenceService                   Ready conditions, ``status.url`` and ``addresses``
+                                      (only with ``play_llmisvc``, the default; off when the
+                                      real KServe controller runs and writes it)
 Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
 LeaderWorkerSet                       Available condition, ready replicas
-InferencePool                         ``parents[]`` Accepted/ResolvedRefs for the
-                                      Gateways of the HTTPRoutes that reference it
+HTTPRoute                             ``parents[]`` as the Gateway controller writes them, for
+                                      each parent Gateway that exists and whose GatewayClass
+                                      exists (its ``controllerName``): Accepted, and
+                                      ResolvedRefs False/BackendNotFound when a Service or
+                                      InferencePool backend is missing (InvalidKind for others)
+InferencePool                         ``parents[]`` for the Gateways (that exist) of the
+                                      HTTPRoutes that reference it: Accepted, and ResolvedRefs
+                                      False/InvalidExtensionRef when the endpoint picker
+                                      Service (``endpointPickerRef``) does not exist
 ScaledObject                          Ready/Active conditions
 KedaController                        ``status.phase`` Installation Succeeded
 GatewayClass, Gateway                 Accepted (and Programmed, with listener status)
@@ -36,6 +45,11 @@ other processes (ansible runs) can change it while the simulator runs:
   (default 0.2).
 * ``neverReady``: one entry per line, ``Kind/name`` or ``Kind/namespace/name``; such
   objects are never made ready, so timeouts and their messages can be tested.
+
+What the simulator plays for workloads is what a kubelet, the scheduler and the workload
+controllers would report once pods run; for routes, what the Gateway controller (on
+OpenShift: the ingress operator's ``openshift.io/gateway-controller/v1``) would report. With
+the real KServe controller running, everything KServe concludes from that is KServe's own.
 
 Run it in a thread (:class:`Simulator`) or as a process: ``python -m simulator
 --kubeconfig K``.
@@ -115,6 +129,7 @@ DAEMONSET = Res("apps", "v1", "daemonsets", "DaemonSet")
 LWS = Res("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
 HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
+SERVICE = Res("", "v1", "services", "Service")
 SCALEDOBJECT = Res("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
 KEDACONTROLLER = Res("keda.sh", "v1alpha1", "kedacontrollers", "KedaController")
 GATEWAYCLASS = Res("gateway.networking.k8s.io", "v1", "gatewayclasses", "GatewayClass", False)
@@ -156,6 +171,18 @@ def same_conditions(have: list | None, want: list) -> bool:
     return strip(have) == strip(want)
 
 
+def _same_parents(have: list, want: list) -> bool:
+    """Route/pool parent status lists are equal, ignoring condition timestamps."""
+    if len(have) != len(want):
+        return False
+    for h, w in zip(have, want, strict=True):
+        if {k: v for k, v in h.items() if k != "conditions"} != {k: v for k, v in w.items() if k != "conditions"}:
+            return False
+        if not same_conditions(h.get("conditions"), w["conditions"]):
+            return False
+    return True
+
+
 def load_catalog(path: Path = CATALOG) -> dict[str, dict]:
     data = yaml.safe_load(path.read_text())
     return {p["name"]: p for p in data["packages"]}
@@ -167,7 +194,13 @@ class Simulator:
     ``Simulator(api_client).start()`` runs it in daemon threads; ``stop()`` ends them.
     """
 
-    def __init__(self, api_client: client.ApiClient, delay: float | None = None, catalog: Path = CATALOG):
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        delay: float | None = None,
+        catalog: Path = CATALOG,
+        play_llmisvc: bool = True,
+    ):
         self.api = api_client
         self.catalog = load_catalog(catalog)
         self.default_delay = DEFAULT_DELAY if delay is None else delay
@@ -189,6 +222,7 @@ class Simulator:
             DSC: self.on_dsc,
             LLMISVC: self.on_llmisvc,
             DEPLOYMENT: self.on_deployment,
+            HTTPROUTE: self.on_httproute,
             STATEFULSET: self.on_statefulset,
             DAEMONSET: self.on_daemonset,
             LWS: self.on_lws,
@@ -200,8 +234,17 @@ class Simulator:
             APPLICATION: self.on_application,
             MCP: self.on_mcp,
         }
-        # Changes to these re-trigger objects of another kind.
-        self._triggers = {HTTPROUTE: INFERENCEPOOL, PINNEDIMAGESET: MCP}
+        if not play_llmisvc:
+            del self._handlers[LLMISVC]
+        # Changes to these re-trigger objects of other kinds: (kind, same namespace only).
+        self._triggers: dict[Res, list[tuple[Res, bool]]] = {
+            HTTPROUTE: [(INFERENCEPOOL, True)],
+            INFERENCEPOOL: [(HTTPROUTE, True)],
+            SERVICE: [(HTTPROUTE, True), (INFERENCEPOOL, True)],
+            GATEWAY: [(HTTPROUTE, False)],
+            GATEWAYCLASS: [(GATEWAY, False), (HTTPROUTE, False)],
+            PINNEDIMAGESET: [(MCP, False)],
+        }
 
     # ------------------------------------------------------------------ plumbing
     def call(self, method: str, path: str, body: Any = None, query: list | None = None, patch: str | None = None):
@@ -347,12 +390,11 @@ class Simulator:
             if md.get("name") == CONFIG_NAME:
                 self._load_config(obj)
             return
-        if res in self._triggers:
-            target = self._triggers[res]
-            for it in self.list(target, md.get("namespace") if target.namespaced else None):
+        for target, same_ns in self._triggers.get(res, []):
+            for it in self.list(target, md.get("namespace") if same_ns and target.namespaced else None):
                 self.schedule(target, it["metadata"].get("namespace"), it["metadata"]["name"])
-            return
-        self.schedule(res, md.get("namespace"), md["name"])
+        if res in self._handlers:
+            self.schedule(res, md.get("namespace"), md["name"])
 
     def _load_config(self, cm: dict) -> None:
         data = cm.get("data") or {}
@@ -373,7 +415,7 @@ class Simulator:
         if cm:
             self._load_config(cm)
         cm_res = Res("", "v1", "configmaps", "ConfigMap")
-        watched = [*self._handlers, *self._triggers]
+        watched = list(dict.fromkeys([*self._handlers, *self._triggers]))
         targets = [self._worker] + [lambda r=r: self._watch(r) for r in watched]
         targets.append(lambda: self._watch_config(cm_res))
         for t in targets:
@@ -774,40 +816,124 @@ class Simulator:
             },
         )
 
-    def on_inferencepool(self, obj: dict) -> None:
+    # ------------------------------------------------------------------ Gateway controller
+    def _route_parents(self, route: dict) -> list[tuple[dict, dict, str]]:
+        """(parentRef, Gateway, controllerName) for each parent Gateway a controller would serve.
+
+        A Gateway controller reports only for Gateways that exist and whose GatewayClass
+        names it; here every existing GatewayClass is served, with its own controllerName.
+        """
+        ns = route["metadata"]["namespace"]
+        out = []
+        for ref in (route.get("spec") or {}).get("parentRefs") or []:
+            if ref.get("group", GATEWAY.group) != GATEWAY.group or ref.get("kind", "Gateway") != "Gateway":
+                continue
+            gw = self.get(GATEWAY, ref.get("namespace", ns), ref["name"])
+            if gw is None:
+                continue
+            gwc = self.get(GATEWAYCLASS, None, (gw.get("spec") or {}).get("gatewayClassName", ""))
+            if gwc is None:
+                continue
+            # the status names the parent as the spec does, with the schema's defaults
+            ref = {"group": GATEWAY.group, "kind": "Gateway"} | ref
+            out.append((ref, gw, (gwc.get("spec") or {}).get("controllerName", "")))
+        return out
+
+    def _backend_missing(self, ns: str, ref: dict) -> tuple[str, str] | None:
+        """(reason, message) when a backendRef does not resolve, as Gateway API defines them."""
+        group, kind = ref.get("group", ""), ref.get("kind", "Service")
+        name, bns = ref["name"], ref.get("namespace", ns)
+        if group in ("", "core") and kind == "Service":
+            res = SERVICE
+        elif group == INFERENCEPOOL.group and kind == "InferencePool":
+            res = INFERENCEPOOL
+        else:
+            return "InvalidKind", f"backendRef {group}/{kind} {name} is not supported"
+        if self.get(res, bns, name) is None:
+            return "BackendNotFound", f"backend {kind} {bns}/{name} not found"
+        return None
+
+    def on_httproute(self, obj: dict) -> None:
         md = obj["metadata"]
-        ns, name = md["namespace"], md["name"]
+        ns, gen = md["namespace"], md.get("generation", 1)
+        rules = (obj.get("spec") or {}).get("rules") or []
+        missing = None
+        for ref in [b for r in rules for b in (r.get("backendRefs") or [])]:
+            missing = self._backend_missing(ns, ref)
+            if missing:
+                break
+        resolved = (
+            cond("ResolvedRefs", "False", missing[0], missing[1], observedGeneration=gen)
+            if missing
+            else cond("ResolvedRefs", "True", "ResolvedRefs", "", observedGeneration=gen)
+        )
+        parents = [
+            {
+                "parentRef": ref,
+                "controllerName": controller,
+                "conditions": [
+                    cond("Accepted", "True", "Accepted", "Route was valid", observedGeneration=gen),
+                    resolved,
+                ],
+            }
+            for ref, _gw, controller in self._route_parents(obj)
+        ]
+        have = (obj.get("status") or {}).get("parents") or []
+        if _same_parents(have, parents):
+            return
+        self.patch_status(HTTPROUTE, obj, {"parents": parents})
+
+    def on_inferencepool(self, obj: dict) -> None:
+        md, spec = obj["metadata"], obj.get("spec") or {}
+        ns, name, gen = md["namespace"], md["name"], md.get("generation", 1)
+        epp = spec.get("endpointPickerRef") or {}
+        epp_ok = (epp.get("group", "") in ("", "core") and epp.get("kind", "Service") == "Service") and (
+            self.get(SERVICE, ns, epp.get("name", "")) is not None
+        )
+        resolved = (
+            cond("ResolvedRefs", "True", "ResolvedRefs", "", observedGeneration=gen)
+            if epp_ok
+            else cond(
+                "ResolvedRefs",
+                "False",
+                "InvalidExtensionRef",
+                f"endpoint picker Service {ns}/{epp.get('name', '')} not found",
+                observedGeneration=gen,
+            )
+        )
         parents: list[dict] = []
         for route in self.list(HTTPROUTE, ns):
             rules = (route.get("spec") or {}).get("rules") or []
             refs = [b for r in rules for b in (r.get("backendRefs") or [])]
-            if any(b.get("kind") == "InferencePool" and b.get("name") == name for b in refs):
-                for p in (route.get("spec") or {}).get("parentRefs") or []:
-                    ref = {
-                        "group": p.get("group", "gateway.networking.k8s.io"),
-                        "kind": p.get("kind", "Gateway"),
-                        "name": p["name"],
+            if not any(b.get("kind") == "InferencePool" and b.get("name") == name for b in refs):
+                continue
+            for _ref, gw, controller in self._route_parents(route):
+                ref = {
+                    "group": GATEWAY.group,
+                    "kind": "Gateway",
+                    "name": gw["metadata"]["name"],
+                    "namespace": gw["metadata"]["namespace"],
+                }
+                if ref in [x["parentRef"] for x in parents]:
+                    continue
+                parents.append(
+                    {
+                        "parentRef": ref,
+                        "controllerName": controller,
+                        "conditions": [
+                            cond(
+                                "Accepted",
+                                "True",
+                                "Accepted",
+                                "InferencePool has been accepted",
+                                observedGeneration=gen,
+                            ),
+                            resolved,
+                        ],
                     }
-                    ref["namespace"] = p.get("namespace", ns)
-                    if ref not in [x["parentRef"] for x in parents]:
-                        gen = md.get("generation", 1)
-                        parents.append(
-                            {
-                                "parentRef": ref,
-                                "conditions": [
-                                    cond(
-                                        "Accepted",
-                                        "True",
-                                        "Accepted",
-                                        "InferencePool has been accepted",
-                                        observedGeneration=gen,
-                                    ),
-                                    cond("ResolvedRefs", "True", "ResolvedRefs", "", observedGeneration=gen),
-                                ],
-                            }
-                        )
+                )
         have = (obj.get("status") or {}).get("parents") or []
-        if not parents or [p["parentRef"] for p in have] == [p["parentRef"] for p in parents]:
+        if _same_parents(have, parents):
             return
         self.patch_status(INFERENCEPOOL, obj, {"parents": parents})
 

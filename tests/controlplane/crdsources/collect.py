@@ -3,8 +3,9 @@
 
 For every source: ``go mod download -json <module>@<version>`` (Go module proxy, cached in
 GOMODCACHE outside the repository), check the module's h1: hash against go.sum beside this
-file, read the CRD YAML at the listed paths *inside the downloaded module* and write one JSON
-bundle (``--out``, default ``.cache/crds/crds.json``) that the cluster manager installs.
+file, read the CRD YAML at the listed paths *inside the downloaded module* (only the CRDs
+named in ``crds:`` when a source has that list) and write one JSON bundle (``--out``,
+default ``.cache/crds/crds.json``) that the cluster manager installs.
 
 Nothing is copied into the repository. ``--update-sums`` rewrites go.sum from what the
 proxy served (run it once after changing a version in sources.yaml, then commit go.sum).
@@ -115,6 +116,8 @@ def main() -> int:
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 name = doc["metadata"]["name"]
+                if "crds" in src and name not in src["crds"]:
+                    continue
                 if name in seen:
                     raise SystemExit(f"CRD {name} from {src['name']} already came from {seen[name]}")
                 seen[name] = src["name"]
@@ -128,6 +131,11 @@ def main() -> int:
                         "path": str(f.relative_to(moddir)),
                     }
                 )
+
+    for src in sources:
+        for name in src.get("crds", []):
+            if seen.get(name) != src["name"]:
+                raise SystemExit(f"{src['name']}: CRD {name} is not in {src['module']}@{src['version']} {src['paths']}")
 
     if args.update_sums:
         lines = []
