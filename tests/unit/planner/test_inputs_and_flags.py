@@ -81,6 +81,13 @@ def err(**kw):
         ({"policy": {"disaggregation": "sometimes"}}, "policy.disaggregation", ["auto", "always", "never"]),
         ({"policy": {"prefill_mfu": 1.5}}, "policy.prefill_mfu", ["<= 1"]),
         ({"policy": {"dcp": 3}, "gpus_per_node": 1}, "policy.dcp", ["divide TP"]),
+        (
+            {"policy": {"dcp": 2}, "model": "Qwen3.5-35B-A3B", "weights": "bf16"},
+            "policy.dcp",
+            ["exceeds the 2 KV heads"],
+        ),
+        ({"policy": {"pcp": 2}}, "policy.pcp", ["MLA", "pcp: auto"]),
+        ({"policy": {"kv_offload_max_gib_per_gpu": 0}}, "policy.kv_offload_max_gib_per_gpu", ["> 0"]),
         ({"policy": {"speculative": "eagle3"}}, "policy.speculative", ["no EAGLE-3 draft"]),
         ({"blueprint": "disco"}, "blueprint", ["chat", "edge_sno"]),
         ({"contexts": [1, 10**6], "max_model_len": 32768}, "contexts", ["exceeds max_model_len"]),
@@ -213,7 +220,7 @@ def test_grid_flags_keys_and_json():
                 assert "--enable-expert-parallel" in pool["engine_args"]
             assert pool["gpus_per_replica"] == pool["tp"] * pool["pp"] * pool["pcp"] * pool["dp"]
             assert pool["tp"] % pool["dcp"] == 0  # DCP reuses TP ranks
-            assert not (pool["pcp"] > 1 and pool["dp"] > 1)  # vLLM 0.33 refuses PCP with DP
+            assert not (pool["pcp"] > 1 and pool["dp"] > 1)  # the planner keeps PCP and DP apart
             for arg in pool["engine_args"]:
                 assert arg.startswith("--")
                 assert arg.split("=", 1)[0] in allowed, (arg, inp)
@@ -255,7 +262,7 @@ def test_tool_calling_turns_speculative_off_and_code_picks_ngram():
     p = plan(dict(BASE, model="Llama-3.3-70B-Instruct"))
     assert p["speculative"]["method"] == "eagle3" and p["speculative"]["model"]
     p = plan(dict(BASE, model="Qwen3.5-397B-A17B", nodes=2))
-    assert p["speculative"]["method"] == "qwen3_5_mtp"
+    assert p["speculative"]["method"] == "mtp"  # qwen3_5_mtp is vLLM 0.33's deprecated alias (issue 8, defect 9)
 
 
 def test_batch_prefers_fp4_when_the_gpu_has_it():
@@ -267,11 +274,19 @@ def test_batch_prefers_fp4_when_the_gpu_has_it():
 
 
 def test_kv_offload_connector():
+    """The DRAM tier of a hybrid model uses vLLM's OffloadingConnector (LMCacheConnectorV1 has no HMA support: issue 8,
+    defect 3); attention-only models keep LMCache for a shared cache."""
     p = plan(dict(BASE, blueprint="chat"))
-    assert p["kv_connector"]["name"] == "LMCacheConnectorV1"
-    assert p["kv_offload"]["tier"] == "dram"
+    assert p["kv_connector"]["name"] == "OffloadingConnector"
+    assert p["kv_offload"]["tier"] == "dram" and p["kv_offload"]["backend"] == "native"
     p = plan(dict(BASE, blueprint="edge_sno", gpu="rtx-pro-6000", gpus_per_node=1))
-    assert p["kv_connector"] is None
+    assert p["kv_connector"] is None and p["kv_offload"] is None
+    p = plan(dict(BASE, model="Llama-3.3-70B-Instruct", blueprint="rag"))
+    assert p["kv_connector"]["name"] == "LMCacheConnectorV1" and p["kv_offload"]["backend"] == "lmcache_v1"
+    assert p["kv_offload"]["shared"] is True
+    p = plan(dict(BASE, blueprint="rag"))
+    assert p["kv_connector"]["name"] == "OffloadingConnector" and p["kv_offload"]["shared"] is False
+    assert next(d for d in p["decisions"] if d["what"] == "kv cache sharing")["choice"] is False
 
 
 def test_no_pd_without_rdma():
@@ -315,6 +330,8 @@ def test_decode_pool_holds_the_sessions_it_was_sized_for():
 
 
 def test_output_token_cap_bounds_the_decode_context():
+    # the 397B at TP=8 over its 2 KV heads: DCP up to 4 (the 35B BF16 at TP=2 can have none: TP must exceed the
+    # KV heads, so that example moved here when DCP followed vLLM 0.33's rule)
     inp = dict(
         BASE,
         blueprint="rag",
@@ -326,8 +343,8 @@ def test_output_token_cap_bounds_the_decode_context():
             "concurrent_sessions": 10,
         },
         slo={"ttft_p95_ms": 60000, "tpot_p95_ms": 100},
-        model="Qwen3.5-35B-A3B",
-        weights="bf16",
+        model="Qwen3.5-397B-A17B",
+        nodes=2,
     )
-    assert plan(dict(inp, policy={"output_token_cap": None}))["layout"]["dcp"] == 2  # 140k decode context
+    assert plan(dict(inp, policy={"output_token_cap": None}))["layout"]["dcp"] == 4  # 140k decode context
     assert plan(dict(inp, policy={"output_token_cap": 2048}))["layout"]["dcp"] == 1  # 102k

@@ -296,13 +296,18 @@ LONG = {
 }
 
 
-def test_table2_dcp_on_tp2():
-    """>=128k decode: DCP=2 on top of TP=2 DP=4 (35B BF16), no new GPUs."""
+def test_table2_dcp_on_tp2_is_refused_with_two_kv_heads():
+    """Seed: >=128k decode adds DCP=2 on top of TP=2 DP=4 (35B BF16). vLLM 0.33 allows DCP for GQA/hybrid attention
+    only when TP exceeds the KV heads (35B has 2): the plan keeps DCP=1 and says why (defect: DCP=2 was emitted)."""
     p = plan(dict(LONG, model="Qwen3.5-35B-A3B", gpu="h100", gpus_per_node=8, weights="bf16"))
     lay = p["layout"]
-    assert (lay["tp"], lay["dp"], lay["dcp"]) == (2, 4, 2)
+    assert (lay["tp"], lay["dp"], lay["dcp"]) == (2, 4, 1)
     assert lay["gpus_per_replica"] == 8
-    assert "--decode-context-parallel-size=2" in p["engine_args"]
+    assert not any(a.startswith("--decode-context-parallel-size") for a in p["engine_args"])
+    why = next(d["why"] for d in p["decisions"] if d["what"] == "decode context parallel")
+    assert "exceeds the 2 KV heads" in why
+    row = next(r for r in p["seed_comparison"] if r["seed"] == "DCP=2")
+    assert row["plan"] == "DCP=1" and "KV heads" in row["note"]
 
 
 def test_table2_dcp_impossible_at_tp1():
@@ -313,16 +318,51 @@ def test_table2_dcp_impossible_at_tp1():
     assert any(r["plan"] == "DCP=1" for r in p["seed_comparison"])
 
 
-def test_table2_pcp_adds_gpus_and_refuses_dp():
-    # dense 27B: PCP=2 doubles the GPUs of an engine (TP x PCP)
+def test_long_prompts_on_hybrid_models_use_tp_not_pcp():
+    """Seed: >=128k prefill adds PCP. vLLM 0.33 implements PCP only in MLA backends (defect: PCP=8 on the 27B made
+    attention backend selection fail); the 27B gets a wider TP for its long prompts instead."""
     p = plan(dict(LONG, model="Qwen3.6-27B", gpu="h100", gpus_per_node=8, weights="fp8"))
+    lay = p["layout"]
+    assert lay["pcp"] == 1 and lay["tp"] >= 2
+    assert lay["gpus_per_replica"] == lay["tp"] * lay["dp_per_engine"]
+    assert not any(a.startswith("--prefill-context-parallel-size") for a in p["engine_args"])
+    assert f"--tensor-parallel-size={lay['tp']}" in p["engine_args"]
+    assert "MLA" in next(d["why"] for d in p["decisions"] if d["what"] == "prefill context parallel")
+    wider = next(d for d in p["decisions"] if d["what"] == "engine: tensor parallel (long prompts)")
+    assert wider["choice"] == lay["tp"] and "TTFT" in wider["why"]
+    # MoE with DP=8: no PCP either, and TP stays (the DP+EP group already spans the node)
+    p = plan(dict(LONG, model="Qwen3.5-35B-A3B", gpu="h100", gpus_per_node=8, weights="fp8"))
+    assert (p["layout"]["pcp"], p["layout"]["tp"]) == (1, 1)
+    assert "MLA" in next(d["why"] for d in p["decisions"] if d["what"] == "prefill context parallel")
+
+
+# a dense MLA model (an explicit architecture: DeepSeek-V3's MLA shapes on a 16 B dense body)
+DENSE_MLA = {
+    "id": "dense-mla-16b",
+    "kind": "dense",
+    "attention": "mla",
+    "layers": 27,
+    "full_attention_layers": 27,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 1,
+    "head_dim": 192,
+    "mla": {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128},
+    "params_b": 16.0,
+    "active_params_b": 15.6,
+    "embedding_params_b": 0.2,
+    "lm_head_params_b": 0.2,
+    "max_position_embeddings": 163840,
+}
+
+
+def test_table2_pcp_adds_gpus_on_mla():
+    """PCP stays for MLA models: it doubles the GPUs of an engine (TP x PCP) for >=128k prompts."""
+    p = plan(dict(LONG, model_architecture=DENSE_MLA, gpu="h100", gpus_per_node=8, weights="fp8"))
     assert p["layout"]["pcp"] >= 2
     assert p["layout"]["gpus_per_replica"] == p["layout"]["tp"] * p["layout"]["pcp"]
     assert any(a.startswith("--prefill-context-parallel-size=") for a in p["engine_args"])
-    # MoE with DP=8: vLLM 0.33 rejects PCP with DP > 1
-    p = plan(dict(LONG, model="Qwen3.5-35B-A3B", gpu="h100", gpus_per_node=8, weights="fp8"))
-    assert p["layout"]["pcp"] == 1
-    assert "DP > 1" in next(d["why"] for d in p["decisions"] if d["what"] == "prefill context parallel")
+    assert p["layout"]["dcp"] == 1  # dense MLA layers refuse PCP together with DCP
 
 
 def test_dcp_removes_kv_replication_on_397b():

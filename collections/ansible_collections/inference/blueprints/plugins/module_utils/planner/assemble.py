@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import sizing as sz
 from .engine import GIB, EngineCtx
+from .kvtransfer import KVTransfer
 from .layout import replication
 from .structs import Layout, Pools, Rates, Run, num, r
 
@@ -22,7 +23,7 @@ class Outcome:
     lay: Layout  # the main engine's layout
     rates: Rates
     disagg: bool
-    connector: dict | None
+    xfer: KVTransfer
     pools: Pools
 
 
@@ -139,10 +140,9 @@ def _serving_doc(run: Run, o: Outcome) -> dict:
         "disaggregated": o.disagg,
         "pools": o.pools.pools,
         "speculative": o.ctx.spec,
-        "kv_connector": o.connector,
-        "kv_offload": {"tier": pol["kv_offload"], "gib_per_engine": pol["kv_offload_gib"]}
-        if pol["kv_offload"] != "none"
-        else None,
+        "kv_connector": o.xfer.connector(),
+        "kv_offload": main_pool["kv_offload"],
+        "engine_env": main_pool["engine_env"],
         "engine_args": main_pool["engine_args"],
         "autoscaling": {
             "scale_to_zero": pol["scale_to_zero"],

@@ -12,10 +12,11 @@ Each stage is a function over the small structures in ``structs``; decisions car
 
 from __future__ import annotations
 
+from . import compat
 from . import inputs as inputs_mod
 from .assemble import Outcome, plan_document
 from .engine import EngineCtx, decode_sessions, engine_memory, prefill_rate, valid_tp
-from .kvtransfer import choose_connector
+from .kvtransfer import choose_kv_transfer
 from .layout import choose_layout, choose_precision, suggest_fits
 from .parallel import choose_engine
 from .pools import build_pools
@@ -59,10 +60,14 @@ def plan(inputs: dict) -> dict:
     lay = choose_engine(run, c)
     mem = main_memory(run, c, lay)
     rates = estimate_rates(run, c, lay, mem)
-    disagg = choose_disagg(run, lay, rates)
-    connector = choose_connector(run, disagg)
-    pools = build_pools(run, (c, lay, mem), rates, (disagg, connector))
+    disagg = choose_disagg(run, c, lay, rates)
+    xfer = choose_kv_transfer(run, disagg)
+    pools = build_pools(run, (c, lay, mem), rates, (disagg, xfer))
     if disagg:
         run.seed.append(_pd_ratio_note(pools.ratio))
     run.seed.extend(seed_notes(run, c.with_spec(None), lay, rates.tpot_s))
-    return plan_document(run, Outcome(c, lay, rates, disagg, connector, pools))
+    out = plan_document(run, Outcome(c, lay, rates, disagg, xfer, pools))
+    refused = compat.refusals(out, run.model)
+    if refused:  # every stage asks the table first; this is the last line of defence
+        raise AssertionError("planner bug: the engine would refuse this plan: " + "; ".join(refused))
+    return out

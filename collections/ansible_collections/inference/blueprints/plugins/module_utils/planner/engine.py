@@ -103,6 +103,18 @@ class EngineCtx:
         return ok, w, kv
 
 
+def decode_ctx(c: EngineCtx) -> EngineCtx:
+    """The decode pool's engine context on its own GPU type (n["decode"]): the main precision where the GPU runs it,
+    else FP8 weights / FP8 KV."""
+    d = c.n["decode"]
+    if not d:
+        return c
+    dgpu = d["gpu"]
+    kvd = c.kv_dtype if (c.kv_dtype != "nvfp4" or dgpu.get("fp4_native")) else "fp8"
+    dweights = c.weights if gpu_supports(dgpu, c.weights) else "fp8"
+    return EngineCtx(c.n, dgpu, dweights, kvd, c.spec)
+
+
 def engine_memory(c: EngineCtx, lay: Layout, num_spec: int) -> dict:
     """Per-GPU memory and KV capacity of one engine (one vLLM instance of TP x PP x PCP x DP GPUs)."""
     model, n = c.model, c.n

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from .errors import PlanError
-from .kvtransfer import kv_transfer_json
 from .structs import PoolSpec, Run
 
 
@@ -77,10 +76,10 @@ def _model_args(run: Run, ps: PoolSpec) -> list[str]:
     return a
 
 
-def engine_args(run: Run, ps: PoolSpec, max_num_seqs: int | None, connector: dict | None) -> list[str]:
-    """Every vLLM flag of one pool; only flags of the engine version's flag set (catalog/vllm_flags_<minor>.yaml)."""
+def engine_args(run: Run, ps: PoolSpec, max_num_seqs: int | None, kvt: str | None) -> list[str]:
+    """Every vLLM flag of one pool; only flags of the engine version's flag set (catalog/vllm_flags_<minor>.yaml).
+    ``kvt`` is the pool's --kv-transfer-config JSON."""
     a = _parallel_args(run, ps) + _memory_args(run, ps) + _scheduler_args(run, max_num_seqs) + _model_args(run, ps)
-    kvt = kv_transfer_json(connector)
     if kvt:
         a.append(f"--kv-transfer-config={kvt}")
     if ps.spec and ps.role in ("decode", "serve"):

@@ -98,7 +98,7 @@ POLICY_BOOLS = (
 POLICY_FRACTIONS = ("prefill_mfu", "decode_mbu", "target_utilization", "kv_headroom_fraction")
 POLICY_POSITIVE_INTS = ("pd_min_sessions", "long_context_tokens")
 POLICY_OPTIONAL_INTS = ("max_num_seqs", "max_num_batched_tokens", "output_token_cap")
-POLICY_NUMBERS = ("kv_offload_gib",)
+POLICY_NUMBERS = ("kv_offload_gib", "kv_offload_max_gib_per_gpu")
 
 
 def _is_int(v) -> bool:
@@ -225,7 +225,7 @@ def _check_policy_values(merged: dict) -> None:
         if merged[k] is not None:
             _int(f"policy.{k}", merged[k])
     for k in POLICY_NUMBERS:
-        _num(f"policy.{k}", merged[k])
+        _num(f"policy.{k}", merged[k], strict=True)
     _int("policy.min_replicas", merged["min_replicas"], 0)
     if merged["overhead_gib"] is not None:
         _num("policy.overhead_gib", merged["overhead_gib"])

@@ -10,10 +10,12 @@ import math
 from dataclasses import dataclass, replace
 
 from . import sizing as sz
-from .engine import EngineCtx, decode_sessions, divisors, engine_memory, gpu_supports, prefill_rate
+from .engine import EngineCtx, decode_ctx, decode_sessions, divisors, engine_memory, prefill_rate
 from .engine_args import engine_args
 from .errors import PlanError
+from .kvtransfer import KVTransfer, kv_transfer_json, offload_decision, offload_per_pool
 from .layout import choose_layout
+from .serving import pd_connector
 from .structs import Layout, Pools, PoolSpec, Rates, Run, r
 
 
@@ -30,10 +32,18 @@ def _max_num_seqs(run: Run, ps: PoolSpec) -> int:
     return max(1, min(want, cap))
 
 
-def pool_entry(run: Run, ps: PoolSpec, connector: dict | None) -> dict:
-    """One pool of the plan: sizes, memory, KV and engine arguments."""
+def _pool_gpn(run: Run, role: str) -> int:
+    d = run.n["decode"]
+    return d["gpus_per_node"] if role == "decode" and d else run.gpn
+
+
+def pool_entry(run: Run, ps: PoolSpec, xfer: KVTransfer) -> dict:
+    """One pool of the plan: sizes, memory, KV, the KV tier below HBM, engine environment and arguments."""
     lay, mem, role = ps.lay, ps.mem, ps.role
     mns = _max_num_seqs(run, ps)
+    off = offload_per_pool(run, xfer, lay, (ps.gpu, _pool_gpn(run, role)))
+    offload_decision(run, role, off)
+    kvt = kv_transfer_json(xfer.connector(), off)
     return {
         "role": role,
         "gpu": ps.gpu["id"],
@@ -60,14 +70,16 @@ def pool_entry(run: Run, ps: PoolSpec, connector: dict | None) -> dict:
             "tokens": mem["tokens"],
             "max_concurrency": mem["max_concurrency"],
         },
-        "engine_args": engine_args(run, replace(ps, spec=ps.spec if role != "prefill" else None), mns, connector),
+        "kv_offload": off,
+        "engine_env": dict(xfer.env),
+        "engine_args": engine_args(run, replace(ps, spec=ps.spec if role != "prefill" else None), mns, kvt),
     }
 
 
 # --------------------------------------------------------------------------- aggregated
 
 
-def serve_pools(run: Run, main: tuple, rates: Rates, connector: dict | None) -> Pools:
+def serve_pools(run: Run, main: tuple, rates: Rates, xfer: KVTransfer) -> Pools:
     """One pool of ``lay.replicas`` engines; ``required_replicas`` says what the traffic needs."""
     c, lay, mem = main
     util_t = run.pol["target_utilization"]
@@ -78,7 +90,7 @@ def serve_pools(run: Run, main: tuple, rates: Rates, connector: dict | None) -> 
         else None
     )
     batch = rates.decode["sessions_per_engine"] / lay.dp
-    serve = pool_entry(run, PoolSpec("serve", run.gpu, lay, mem, c, c.spec, None, batch), connector)
+    serve = pool_entry(run, PoolSpec("serve", run.gpu, lay, mem, c, c.spec, None, batch), xfer)
     serve["required_replicas"] = required
     serve["sessions_per_replica"] = s_engine
     if required and required > lay.replicas:
@@ -104,23 +116,35 @@ class _DecodeSide:
     p_avail: int  # GPUs the prefill pool may use
 
 
+def _pd_dcp(run: Run, tp: int, dcp: int) -> int:
+    """The decode pool's DCP under the P/D connector's rule (NIXL: DCP=1 unless MLA, then 1 or TP)."""
+    rule = run.sup.connector_needs(pd_connector(run)).get("pd_dcp", "any")
+    if dcp <= 1 or rule == "any" or (rule == "transfer_tp" and dcp == tp):
+        return dcp
+    run.dec.add(
+        "decode context parallel (P/D)",
+        1,
+        f"vLLM {run.sup.version} accepts DCP={dcp} with {pd_connector(run)} between P/D pools "
+        + ("only for MLA models" if rule == "one" else f"only as 1 or TP={tp}")
+        + " (engine_compat.yaml)",
+    )
+    return 1
+
+
 def _decode_side(run: Run, c: EngineCtx, lay: Layout) -> _DecodeSide:
     """The decode pool's GPU type and layout: its own node pool, or the same hardware as prefill."""
     gpn, nodes = run.gpn, run.nodes
     d = run.n["decode"]
     if not d:
-        dcp = lay.dcp if lay.tp % max(lay.dcp, 1) == 0 else 1
+        dcp = _pd_dcp(run, lay.tp, lay.dcp if lay.tp % max(lay.dcp, 1) == 0 else 1)
         return _DecodeSide(run.gpu, gpn, c, lay.tp, lay.pp, dcp, gpn * nodes, gpn * nodes)
-    dgpu = d["gpu"]
-    kvd = c.kv_dtype if (c.kv_dtype != "nvfp4" or dgpu.get("fp4_native")) else "fp8"
-    dweights = c.weights if gpu_supports(dgpu, c.weights) else "fp8"
-    cd = EngineCtx(run.n, dgpu, dweights, kvd, c.spec)
+    cd = decode_ctx(c)
     dl = choose_layout(cd, d["gpus_per_node"], d["nodes"], run.dec, "decode")
     if dl.get("below_headroom"):
         run.warnings.append("decode layout " + dl["below_headroom"])
-    dcp = lay.dcp if dl["tp"] % max(lay.dcp, 1) == 0 else 1
+    dcp = _pd_dcp(run, dl["tp"], lay.dcp if dl["tp"] % max(lay.dcp, 1) == 0 else 1)
     return _DecodeSide(
-        dgpu, d["gpus_per_node"], cd, dl["tp"], dl["pp"], dcp, d["gpus_per_node"] * d["nodes"], gpn * nodes
+        cd.gpu, d["gpus_per_node"], cd, dl["tp"], dl["pp"], dcp, d["gpus_per_node"] * d["nodes"], gpn * nodes
     )
 
 
@@ -255,7 +279,7 @@ def _pd_block_size(run: Run, pmem: dict, dmem: dict) -> int | None:
     return bs
 
 
-def disagg_pools(run: Run, main: tuple, rates: Rates, connector: dict | None) -> Pools:
+def disagg_pools(run: Run, main: tuple, rates: Rates, xfer: KVTransfer) -> Pools:
     """Prefill pool on the main hardware (no speculative heads), decode pool on its own GPU type or the same."""
     c, lay, _mem = main
     cp = c.with_spec(None)
@@ -271,10 +295,8 @@ def disagg_pools(run: Run, main: tuple, rates: Rates, connector: dict | None) ->
     bs = _pd_block_size(run, pmem, dr["mem"])
     batch = dr["ds"]["sessions_per_engine"] / dlay.dp
     pools = {
-        "prefill": pool_entry(run, PoolSpec("prefill", run.gpu, play, pmem, cp, None, bs), connector),
-        "decode": pool_entry(
-            run, PoolSpec("decode", ds.gpu, dlay, dr["mem"], ds.ctx, ds.ctx.spec, bs, batch), connector
-        ),
+        "prefill": pool_entry(run, PoolSpec("prefill", run.gpu, play, pmem, cp, None, bs), xfer),
+        "decode": pool_entry(run, PoolSpec("decode", ds.gpu, dlay, dr["mem"], ds.ctx, ds.ctx.spec, bs, batch), xfer),
         "serve": None,
     }
     for role, pl, mm in (("prefill", pools["prefill"], pmem), ("decode", pools["decode"], dr["mem"])):
@@ -294,7 +316,7 @@ def disagg_pools(run: Run, main: tuple, rates: Rates, connector: dict | None) ->
 
 def build_pools(run: Run, main: tuple, rates: Rates, plan_io: tuple) -> Pools:
     """Stage 8: the pools, each with its engine arguments."""
-    disagg, connector = plan_io
+    disagg, xfer = plan_io
     if disagg:
-        return disagg_pools(run, main, rates, connector)
-    return serve_pools(run, main, rates, connector)
+        return disagg_pools(run, main, rates, xfer)
+    return serve_pools(run, main, rates, xfer)

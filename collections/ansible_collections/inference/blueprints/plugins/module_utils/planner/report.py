@@ -118,6 +118,21 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _connector(plan: dict) -> str:
+    conn = plan["kv_connector"] or {}
+    children = [c["name"] for c in conn.get("connectors") or []]
+    return conn.get("name", "none") + (f"({', '.join(children)})" if children else "")
+
+
+def _offload(off: dict | None) -> str:
+    if not off:
+        return "none"
+    return (
+        f"{off['tier']} via {off['connector']}: {off['gib_per_rank']} GiB per rank, {off['gib_per_pod']} GiB per pod"
+        + (f" (/dev/shm {off['shm_gib_per_pod']} GiB)" if off.get("shm_gib_per_pod") else "")
+    )
+
+
 def to_markdown(plan: dict, title: str | None = None, images: dict | None = None) -> str:
     m, hw, lay, mem, kv = plan["model"], plan["hardware"], plan["layout"], plan["memory"], plan["kv"]
     out = [f"## {title or m['name'] + ' (' + m['id'] + ')'}", ""]
@@ -142,7 +157,8 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
                 ],
                 ["disaggregated", plan["disaggregated"]],
                 ["speculative", (plan["speculative"] or {}).get("method", "off")],
-                ["KV connector", (plan["kv_connector"] or {}).get("name", "none")],
+                ["KV connector", _connector(plan)],
+                ["KV offload", _offload(plan.get("kv_offload"))],
                 ["vLLM", plan["vllm_version"]],
             ],
         )

@@ -123,13 +123,18 @@ def seed_notes(run: Run, c: EngineCtx, lay: Layout, tpot_s: float) -> list[dict]
         )
     if mid == "Qwen3.5-35B-A3B":
         out += _moe_35b(run, tpot_s)
-    if decode_context(run) >= run.pol["long_context_tokens"] and lay.tp < 2:
-        out.append(
-            {
-                "claim": "any Qwen3.5 >=128k decode: add DCP=2, no new GPUs (seed Table 2)",
-                "seed": "DCP=2",
-                "plan": "DCP=1",
-                "note": "DCP reuses TP ranks (TP % DCP == 0); this layout has TP=1",
-            }
-        )
-    return out
+    return out + _dcp_note(run, lay)
+
+
+def _dcp_note(run: Run, lay: Layout) -> list[dict]:
+    """Seed Table 2: >=128k decode adds DCP=2 on the same GPUs; vLLM needs TP >= 2, and TP > KV heads for GQA."""
+    if decode_context(run) < run.pol["long_context_tokens"] or lay.dcp > 1:
+        return []
+    if lay.tp < 2:
+        note = "DCP reuses TP ranks (TP % DCP == 0); this layout has TP=1"
+    elif run.model["attention"] != "mla":
+        note = run.sup.dcp_max(run.model, lay.tp)[1] + " (engine_compat.yaml)"
+    else:
+        return []
+    claim = "any Qwen3.5 >=128k decode: add DCP=2, no new GPUs (seed Table 2)"
+    return [{"claim": claim, "seed": "DCP=2", "plan": "DCP=1", "note": note}]

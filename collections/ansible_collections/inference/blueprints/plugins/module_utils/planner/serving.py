@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 from . import sizing as sz
-from .engine import EngineCtx, decode_sessions, engine_memory, prefill_rate, valid_tps
+from .engine import EngineCtx, decode_ctx, decode_sessions, engine_memory, prefill_rate, valid_tps
 from .errors import PlanError
-from .layout import replication
+from .layout import replication, try_layout
 from .structs import Layout, Rates, Run, r
 
 
@@ -219,8 +219,39 @@ def _disagg_rule(run: Run, lay: Layout, rates: Rates) -> tuple[bool, str]:
     return _pd_cost(run, lay, rates)
 
 
-def choose_disagg(run: Run, lay: Layout, rates: Rates) -> bool:
-    """Stage 6: prefill/decode disaggregation (seed section 4)."""
+def pd_connector(run: Run) -> str:
+    """The connector that moves KV between P/D pools."""
+    return "MooncakeConnector" if run.pol["kv_connector"] == "mooncake" else "NixlConnector"
+
+
+def _pd_refusal(run: Run, c: EngineCtx, lay: Layout) -> str | None:
+    """Why the engine would refuse P/D for this layout (engine_compat.yaml), or None."""
+    name = pd_connector(run)
+    max_pp = run.sup.connector_needs(name).get("max_pp")
+    if not max_pp:
+        return None
+    pps = {"prefill": lay.pp}
+    if run.n["decode"]:
+        d = run.n["decode"]
+        dl = try_layout(decode_ctx(c), d["gpus_per_node"], d["nodes"])
+        pps["decode"] = dl["pp"] if dl else 1
+    over = {role: pp for role, pp in pps.items() if pp > max_pp}
+    if not over:
+        return None
+    where = ", ".join(f"the {role} engine needs PP={pp}" for role, pp in over.items())
+    return (
+        f"{where}, and vLLM {run.sup.version} accepts {name} on {run.model['attention']} models only with "
+        f"PP <= {max_pp} (engine_compat.yaml)"
+    )
+
+
+def choose_disagg(run: Run, c: EngineCtx, lay: Layout, rates: Rates) -> bool:
+    """Stage 6: prefill/decode disaggregation (seed section 4), only where the P/D connector accepts the layout."""
     disagg, why = _disagg_rule(run, lay, rates)
+    refusal = _pd_refusal(run, c, lay) if disagg else None
+    if refusal and run.pol["disaggregation"] == "always":
+        raise PlanError("policy.disaggregation", f"always cannot be planned: {refusal}")
+    if refusal:
+        disagg, why = False, f"stay aggregated: {refusal} (cost rule: {why})"
     run.dec.add("disaggregation", disagg, why + ("; the pools below replace the single-pool layout" if disagg else ""))
     return disagg

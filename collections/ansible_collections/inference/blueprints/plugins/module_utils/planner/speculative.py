@@ -90,10 +90,25 @@ def _auto(run: Run) -> dict | None:
     return None
 
 
+def _engine_method(run: Run, spec: dict | None) -> dict | None:
+    """The method name the engine version wants (deprecated aliases such as qwen3_5_mtp become mtp)."""
+    if not spec:
+        return spec
+    method, note = run.sup.spec_method(spec["method"])
+    if note:
+        run.dec.add(
+            "speculative method", method, f"{note}; vLLM rewrites it with a deprecation warning (engine_compat.yaml)"
+        )
+    ok, why = run.sup.spec_ok(method)
+    if not ok:
+        raise PlanError("policy.speculative", f"vLLM {run.sup.version} refuses it: {why}")
+    return dict(spec, method=method)
+
+
 def choose_speculative(run: Run, prec: Precision) -> EngineCtx:
     """Stage 2: the speculative method (seed section 6); returns the main engine context with it."""
     p = run.pol["speculative"]
-    spec = _explicit(run, p) if p != "auto" else _auto(run)
+    spec = _engine_method(run, _explicit(run, p) if p != "auto" else _auto(run))
     c = EngineCtx(run.n, run.gpu, prec.weights, prec.kv_dtype, spec)
     c_plain = c.with_spec(None)
     gpn, nodes = run.gpn, run.nodes
