@@ -644,3 +644,16 @@ def test_conflict_with_another_field_manager_is_explained(cluster, ns):
     # the default (force_conflicts: true) takes the field over
     run = run_playbook(_play(_apply_objects_task([mine])), kubeconfig=cluster.kubeconfig)
     assert run.rc == 0 and run.changed == 1
+
+
+def test_no_credential_files_are_left_behind(cluster, ns, tmp_path, monkeypatch):
+    # The kubeconfig loader writes the client certificate, key and CA to temp files and
+    # removes them at interpreter exit, which Ansible's workers skip (os._exit).
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    assert "client-key-data" in Path(cluster.kubeconfig).read_text()
+    run = run_playbook(_play(_apply_task(ns)), kubeconfig=cluster.kubeconfig)
+    assert run.rc == 0, run.failure_messages()
+    left = [p.name for p in tmp.rglob("*") if p.is_file() and "-----BEGIN" in p.read_text(errors="replace")]
+    assert left == [], f"credential files left in TMPDIR: {left}"

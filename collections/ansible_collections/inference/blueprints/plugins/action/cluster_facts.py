@@ -16,4 +16,5 @@ class ActionModule(K8sAction):
     MODULE = "inference.blueprints.cluster_facts"
     ARGUMENT_SPEC = ARGUMENT_SPEC
 
+    BULKY = ("plans",)
     RUN = staticmethod(run)

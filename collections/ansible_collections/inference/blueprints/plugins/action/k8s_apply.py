@@ -20,4 +20,5 @@ class ActionModule(K8sAction):
     MODULE = "inference.blueprints.k8s_apply"
     ARGUMENT_SPEC = ARGUMENT_SPEC
     MUTUALLY_EXCLUSIVE = MUTUALLY_EXCLUSIVE
+    BULKY = ("objects",)
     RUN = staticmethod(run)

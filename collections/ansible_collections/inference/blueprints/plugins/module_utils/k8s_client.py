@@ -499,6 +499,23 @@ def get_client(params, env=None):
         return client
 
 
+def release():
+    """Close every client of this process and delete the credential files the kubeconfig
+    loader wrote (client certificate, key, CA) to the temp directory.
+
+    The loader removes them in an ``atexit`` hook, but Ansible's worker processes end with
+    ``os._exit``, which skips it: the action plugins call this when their task is done.
+    """
+    with _CLIENTS_LOCK:
+        for client in _CLIENTS.values():
+            client.close()
+        _CLIENTS.clear()
+    if HAS_KUBERNETES:
+        cleanup = getattr(getattr(k8s_config, "kube_config", None), "_cleanup_temp_files", None)
+        if cleanup is not None:
+            cleanup()
+
+
 class Client:
     """JSON requests to one API server with one identity, and its discovery."""
 
@@ -511,6 +528,9 @@ class Client:
         self._trace_path = env.get(ENV_TRACE)
         self._trace_lock = threading.Lock()
         self.discovery = Discovery(self, default_cache_dir(env), discovery_ttl(env))
+
+    def close(self):
+        self._http.clear()
 
     # -- identity, tracing
     def _auth_headers(self):

@@ -16,7 +16,9 @@ comparisons and debugging).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 
@@ -33,6 +35,10 @@ class K8sAction(ActionBase):
     MODULE = ""  # FQCN of the module of the same name (the fallback)
     ARGUMENT_SPEC: dict = {}
     MUTUALLY_EXCLUSIVE: list | None = None
+    # Options of type list/elements dict that can be large (all the objects of a stage):
+    # the argument spec validator deep-copies every value, which costs more than applying a
+    # hundred objects, so these are checked here (a list of mappings) and passed through.
+    BULKY: tuple = ()
 
     @staticmethod
     def RUN(params, check_mode=False, diff=False, env=None):  # noqa: N802 - set by subclasses
@@ -62,8 +68,29 @@ class K8sAction(ActionBase):
                 self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars)
             )
             return result
-        _validation, args = self.validate_argument_spec(
-            argument_spec=self.ARGUMENT_SPEC, mutually_exclusive=self.MUTUALLY_EXCLUSIVE
-        )
-        result.update(type(self).RUN(args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env))
+        args = self._validated()
+        try:
+            outcome = type(self).RUN(args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env)
+        finally:
+            kc.release()  # the worker exits with os._exit: no atexit clean-up of credential files
+        result.update(outcome)
         return result
+
+    def _validated(self):
+        bulky = {k: self._task.args[k] for k in self.BULKY if self._task.args.get(k) is not None}
+        for key, value in bulky.items():
+            if not isinstance(value, list):
+                raise AnsibleActionFail(f"{key} must be a list of mappings, got {type(value).__name__}")
+            for index, item in enumerate(value):
+                if not isinstance(item, Mapping):
+                    raise AnsibleActionFail(f"{key}[{index}] must be a mapping, got {type(item).__name__}")
+        full_args = self._task.args
+        try:
+            self._task.args = {**full_args, **dict.fromkeys(bulky, [])}
+            _validation, args = self.validate_argument_spec(
+                argument_spec=self.ARGUMENT_SPEC, mutually_exclusive=self.MUTUALLY_EXCLUSIVE
+            )
+        finally:
+            self._task.args = full_args
+        args.update(bulky)
+        return args
