@@ -380,13 +380,13 @@ class _Item:
         self.diff = None
 
 
-def _parallel(fn, items):
-    """Run ``fn`` on every item (threads); return the (item, error) pairs that failed, in order."""
+def _parallel(fn, items, catch=(kc.ClientError,)):
+    """Run ``fn`` on every item (threads); return the (item, error) pairs that raised, in order."""
 
     def call(item):
         try:
             fn(item)
-        except kc.ClientError as exc:
+        except catch as exc:
             return item, exc
         return item, None
 
@@ -533,7 +533,7 @@ def apply_all(client, objs, params, check_mode=False, diff=False):
                     item.diff = _creation_diff(item, diff)
             else:
                 failures = _resolve(client, deferred, params, {})
-                failed = {id(i) for i, _ in failures}
+                failed = {id(item) for item, _error in failures}
                 failures += _read_live(client, [i for i in deferred if i.resource is not None and id(i) not in failed])
                 if failures:
                     raise _fail(failures, "applied", _results(done))
@@ -615,18 +615,18 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
 def _wait_gone(client, pending, timeout, results):
     deadline = time.monotonic() + timeout
     pause = 0.1
+
+    def still_there(item):
+        meta = item.obj["metadata"]
+        if client.get(item.resource, meta["name"], meta.get("namespace")) is not None:
+            raise _Present()
+
     while pending:
-        present = []
-
-        def check(item, present=present):
-            meta = item.obj["metadata"]
-            if client.get(item.resource, meta["name"], meta.get("namespace")) is not None:
-                present.append(item)
-
-        failures = _parallel(check, pending)
+        outcome = _parallel(still_there, pending, catch=(kc.ClientError, _Present))
+        failures = [(item, err) for item, err in outcome if not isinstance(err, _Present)]
         if failures:
             raise _fail(failures, "checked for deletion", results)
-        pending = sorted(present, key=lambda i: i.index)
+        pending = [item for item, _err in outcome]
         if not pending:
             return
         if time.monotonic() >= deadline:
@@ -637,6 +637,10 @@ def _wait_gone(client, pending, timeout, results):
             )
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, 1.0)
+
+
+class _Present(Exception):
+    """The object is still there (a deletion not finished yet)."""
 
 
 def run(params, check_mode=False, diff=False, env=None):

@@ -128,12 +128,7 @@ elapsed:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import (  # noqa: E402, F401
-    ARGUMENT_SPEC,
-    describe_test,
-    evaluate,
-    run,
-)
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import ARGUMENT_SPEC, run  # noqa: E402
 
 
 def main():
