@@ -39,6 +39,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -272,6 +273,16 @@ class KServeController:
             "TMPDIR": str(tmp),  # -> controller-runtime's default webhook CertDir
             "GOGC": "50",  # as for the control plane's own children
         }
+        # The CRD updates take seconds (kube-apiserver re-validates these large schemas):
+        # send them while the controller starts.
+        pool = ThreadPoolExecutor(2)
+        conversions = [
+            pool.submit(
+                cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
+            )
+            for crd, patch in conversion_patches(self.webhook_port, ca_bundle).items()
+        ]
+        pool.shutdown(wait=False)
         log = open(self.log, "w")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             args,
@@ -287,14 +298,17 @@ class KServeController:
             self.timings["readyz"] = time.monotonic() - t0
             for hook in webhook_configurations(self.webhook_port, ca_bundle):
                 self._put(hook)
-            for crd, patch in conversion_patches(self.webhook_port, ca_bundle).items():
-                cp._call("PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True)
             self._wait(self._webhook_denies, "webhooks answering through the API server", t0, timeout)
             self.timings["webhooks"] = time.monotonic() - t0
             for preset in presets():
                 cp.apply(preset)
             self.timings["presets"] = time.monotonic() - t0
+            for f in conversions:
+                f.result()
+            self.timings["conversion"] = time.monotonic() - t0
         except BaseException:
+            for f in conversions:
+                f.cancel()
             self.stop()
             raise
         return self

@@ -218,14 +218,22 @@ def test_presets_and_global_config_come_from_the_kserve_module(kcluster, presets
 def test_conversion_webhook_serves_v1alpha1(kcluster, presets):
     """The CRDs send v1alpha1 reads to KServe's /convert: the pool comes back in the GIE v1alpha2 shape."""
     name = "kserve-config-llm-scheduler"
-    obj = must_get(
-        kcluster, "llminferenceserviceconfigs.v1alpha1.serving.kserve.io", name, "-n", kserve_controller.NAMESPACE
-    )
-    assert obj["apiVersion"] == "serving.kserve.io/v1alpha1"
-    pool = obj["spec"]["router"]["scheduler"]["pool"]["spec"]
     want = presets[name]["spec"]["router"]["scheduler"]["pool"]["spec"]["targetPorts"][0]["number"]
-    assert pool.get("targetPortNumber") == want, pool
-    assert "targetPorts" not in pool
+
+    def converted():
+        obj = get(
+            kcluster, "llminferenceserviceconfigs.v1alpha1.serving.kserve.io", name, "-n", kserve_controller.NAMESPACE
+        )
+        pool = obj["spec"]["router"]["scheduler"]["pool"]["spec"] if obj else {}
+        return obj if pool.get("targetPortNumber") == want and "targetPorts" not in pool else None
+
+    # (the API server switches a CRD to its new conversion settings asynchronously)
+    obj = wait_for(converted, timeout=30, what="v1alpha1 read converted by KServe")
+    assert obj["apiVersion"] == "serving.kserve.io/v1alpha1"
+    crd = must_get(kcluster, "crd", "llminferenceservices.serving.kserve.io")
+    hook = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    assert hook["url"] == f"https://127.0.0.1:{kcluster.kserve.webhook_port}/convert"
 
 
 def test_validating_webhook_refuses_through_the_api_server(kcluster):
