@@ -10,6 +10,7 @@ import time
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as ka
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_facts as kf
 
 # ---------------------------------------------------------------------------- apply order
 
@@ -348,6 +349,21 @@ def test_refresh_finds_a_kind_installed_after_the_cache_was_written(tmp_path):
     res = kc.Discovery(server, str(tmp_path), ttl=60).resource("example.com/v1", "Widget")
     assert (res.plural, res.namespaced) == ("widgets", False)
     assert kc.resource_path(res, "w1") == "/apis/example.com/v1/widgets/w1"
+
+
+def test_cluster_facts_reads_groups_and_resources_from_aggregated_discovery():
+    groups, resources, stale = kc.parse_aggregated(AGGREGATED)
+    data = {"aggregated": True, "groups": {"": ["v1"], **groups}, "resources": resources, "stale": stale}
+    listing = kf.from_discovery(data, "/apis")
+    assert [g["name"] for g in listing["groups"]] == ["apps", "packages.operators.coreos.com"]
+    assert listing["groups"][0]["preferredVersion"] == {"groupVersion": "apps/v1", "version": "v1"}
+    assert kf.from_discovery(data, "/apis/apps/v1")["resources"] == [
+        {"name": "deployments", "kind": "Deployment", "namespaced": True, "verbs": ["get", "patch"]}
+    ]
+    assert kf.from_discovery(data, "/apis/packages.operators.coreos.com/v1") is None  # stale: like a 503
+    assert kf.from_discovery(data, "/apis/example.com/v1") is None  # not served: like a 404
+    assert kf.from_discovery(data, "/api/v1/nodes") is kf._NOT_FROM_DISCOVERY  # read from the server
+    assert kf.from_discovery({**data, "aggregated": False}, "/apis") is kf._NOT_FROM_DISCOVERY
 
 
 def test_not_served_messages():

@@ -8,6 +8,8 @@ client (:mod:`k8s_client`) and turns the outcome into the task result.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import (
     DEFAULT_GROUPS,
@@ -33,11 +35,59 @@ ARGUMENT_SPEC = dict(
 )
 
 
+_NOT_FROM_DISCOVERY = object()
+_GROUP_VERSION_PATH = re.compile(r"/apis/([^/]+)/([^/]+)")
+
+
+def from_discovery(data, path):
+    """Answer ``GET /apis`` and ``GET /apis/<group>/<version>`` from aggregated discovery.
+
+    ``data`` is the discovery document of :class:`k8s_client.Discovery`. Returns the
+    APIGroupList / APIResourceList the path would return, None where that path would be
+    404 or 503 (a group/version not served, or one the server could not refresh), or
+    ``_NOT_FROM_DISCOVERY`` for any other path (read from the server).
+    """
+    if not data or not data.get("aggregated"):
+        return _NOT_FROM_DISCOVERY
+    if path == "/apis":
+        groups = [
+            {
+                "name": name,
+                "versions": [{"groupVersion": f"{name}/{v}", "version": v} for v in versions],
+                "preferredVersion": {"groupVersion": f"{name}/{versions[0]}", "version": versions[0]},
+            }
+            for name, versions in data["groups"].items()
+            if name and versions
+        ]
+        return {"kind": "APIGroupList", "groups": groups}
+    match = _GROUP_VERSION_PATH.fullmatch(path)
+    if not match:
+        return _NOT_FROM_DISCOVERY
+    gv = f"{match.group(1)}/{match.group(2)}"
+    kinds = data["resources"].get(gv)
+    if kinds is None or gv in data.get("stale", []):
+        return None
+    resources = [
+        {"name": plural, "kind": kind, "namespaced": bool(namespaced), "verbs": list(verbs)}
+        for kind, (plural, namespaced, verbs, _subresources) in sorted(kinds.items())
+    ]
+    return {"kind": "APIResourceList", "groupVersion": gv, "resources": resources}
+
+
 def reader(client):
     """``get(path) -> dict | None`` over the client: None for 404 (absent), 403 (not ours to
-    read) and 503 (an aggregated API such as packagemanifests that is down)."""
+    read) and 503 (an aggregated API such as packagemanifests that is down).
+
+    The served groups and their resources come from one fresh aggregated discovery (two
+    requests instead of one per group/version), which also refreshes the discovery cache
+    the later tasks of the run read.
+    """
+    data = client.discovery.refresh()
 
     def get(path):
+        answer = from_discovery(data, path)
+        if answer is not _NOT_FROM_DISCOVERY:
+            return answer
         try:
             return client.request("GET", path)
         except kc.ApiError as exc:
