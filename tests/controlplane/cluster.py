@@ -210,10 +210,13 @@ class ControlPlane:
             if self.simulate:
                 self.start_simulator()
             if self.kserve_enabled:
-                self.kserve = kserve_controller.KServeController(self).start()
+                self.kserve = kserve_controller.KServeController(self)
+                self.kserve.start()
                 self.timings["kserve_ready"] = time.monotonic() - t0
-        except Exception:
+        except Exception as e:
             self.stop()
+            if isinstance(e, kserve_controller.KServeError):
+                raise ControlPlaneError(str(e)) from e
             raise
         self.ready_seconds = time.monotonic() - t0
         return self

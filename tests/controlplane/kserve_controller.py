@@ -221,9 +221,9 @@ def issue_serving_cert(pki: Path, out_dir: Path) -> None:
 class KServeController:
     """One llmisvc controller process for one control plane instance."""
 
-    def __init__(self, cp: ControlPlane, binary: Path = BINARY):
+    def __init__(self, cp: ControlPlane, binary: Path | None = None):
         self.cp = cp
-        self.binary = Path(binary)
+        self.binary = Path(binary or BINARY)
         self.proc: subprocess.Popen | None = None
         self.dir = cp.workdir / "kserve"
         self.log = cp.workdir / "llmisvc.log"

@@ -643,6 +643,30 @@ def test_simulator_plays_the_other_operators(cluster):
         ):
             res = cluster.kubectl("wait", *args, "--timeout=30s")
             assert res.returncode == 0, f"{args}: {res.stderr}"
+        # A Gateway the controller has not accepted gets no routes: the route has no parent status.
+        cluster.set_never_ready("Gateway", "held", ns)
+        held = {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "held", "namespace": ns},
+            "spec": {
+                "gatewayClassName": "sim-operands",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        }
+        via_held = bad_route | {
+            "metadata": {"name": "via-held", "namespace": ns},
+            "spec": {"parentRefs": [{"name": "held"}], "rules": [{"backendRefs": [{"name": "epp", "port": 9002}]}]},
+        }
+        res = cluster.kubectl("apply", "-f", "-", input=json.dumps(held) + "\n---\n" + json.dumps(via_held))
+        assert res.returncode == 0, res.stderr
+        time.sleep(2)
+        assert not get_json(cluster, "httproute", "via-held", "-n", ns).get("status", {}).get("parents")
+        cluster.clear_never_ready()
+        res = cluster.kubectl(
+            "wait", "-n", ns, "httproute/via-held", "--for=jsonpath={.status.parents[0].conditions[0].status}=True"
+        )
+        assert res.returncode == 0, res.stderr
     finally:
         cluster.kubectl("patch", "mcp", "worker", "--type=merge", "-p", '{"spec":{"pinnedImageSets":null}}')
         cluster.kubectl(

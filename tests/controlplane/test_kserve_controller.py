@@ -21,7 +21,7 @@ import yaml
 from kubernetes.utils.quantity import parse_quantity
 
 from controlplane import kserve_controller
-from controlplane.cluster import DEFAULT_PROFILE, _alive
+from controlplane.cluster import DEFAULT_PROFILE, ControlPlane, ControlPlaneError, _alive
 
 pytestmark = pytest.mark.cluster
 
@@ -424,6 +424,23 @@ def test_multi_node_data_parallel(kcluster):
 
 
 # ---------------------------------------------------------------------- process
+def test_missing_controller_binary_fails_loudly(tmp_path, monkeypatch):
+    monkeypatch.setattr(kserve_controller, "BINARY", tmp_path / "llmisvc")
+    with pytest.raises(ControlPlaneError, match="make controlplane"):
+        ControlPlane(kserve=True).start()
+
+
+def test_controller_that_does_not_start_fails_with_its_log(tmp_path, monkeypatch):
+    fake = tmp_path / "llmisvc"
+    fake.write_text("#!/bin/sh\necho 'setup: unable to start manager: boom' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(kserve_controller, "BINARY", fake)
+    cp = ControlPlane(kserve=True, workdir=tmp_path / "cp")
+    with pytest.raises(ControlPlaneError, match=r"(?s)llmisvc exited with 3.*unable to start manager: boom"):
+        cp.start()
+    assert cp.proc.poll() is not None, "the control plane is stopped when the controller fails"
+
+
 def test_controller_dies_with_its_parent_on_sigkill(tmp_path):
     """`cluster.py up --kserve`, then SIGKILL of the manager: no llmisvc (nor kcp) is left."""
     script_path = str(HERE / "cluster.py")

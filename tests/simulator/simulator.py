@@ -22,11 +22,11 @@ LLMInferenceService                   Ready conditions, ``status.url`` and ``add
 Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
 LeaderWorkerSet                       Available condition, ready replicas
 HTTPRoute                             ``parents[]`` as the Gateway controller writes them, for
-                                      each parent Gateway that exists and whose GatewayClass
-                                      exists (its ``controllerName``): Accepted, and
+                                      each parent Gateway that is Accepted and whose
+                                      GatewayClass exists (its ``controllerName``): Accepted, and
                                       ResolvedRefs False/BackendNotFound when a Service or
                                       InferencePool backend is missing (InvalidKind for others)
-InferencePool                         ``parents[]`` for the Gateways (that exist) of the
+InferencePool                         ``parents[]`` for the (Accepted) Gateways of the
                                       HTTPRoutes that reference it: Accepted, and ResolvedRefs
                                       False/InvalidExtensionRef when the endpoint picker
                                       Service (``endpointPickerRef``) does not exist
@@ -820,8 +820,9 @@ class Simulator:
     def _route_parents(self, route: dict) -> list[tuple[dict, dict, str]]:
         """(parentRef, Gateway, controllerName) for each parent Gateway a controller would serve.
 
-        A Gateway controller reports only for Gateways that exist and whose GatewayClass
-        names it; here every existing GatewayClass is served, with its own controllerName.
+        A Gateway controller reports only for Gateways that exist, whose GatewayClass names
+        it and that it has accepted; here every existing GatewayClass is served, with its
+        own controllerName (a Gateway held by neverReady is not accepted: no route status).
         """
         ns = route["metadata"]["namespace"]
         out = []
@@ -829,7 +830,8 @@ class Simulator:
             if ref.get("group", GATEWAY.group) != GATEWAY.group or ref.get("kind", "Gateway") != "Gateway":
                 continue
             gw = self.get(GATEWAY, ref.get("namespace", ns), ref["name"])
-            if gw is None:
+            accepted = [c for c in ((gw or {}).get("status") or {}).get("conditions") or [] if c["type"] == "Accepted"]
+            if not accepted or accepted[0]["status"] != "True":
                 continue
             gwc = self.get(GATEWAYCLASS, None, (gw.get("spec") or {}).get("gatewayClassName", ""))
             if gwc is None:
