@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.filter.epp_config import epp_config
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.scheduler import (
+    SchedulerConfigError,
+    epp_config,
+)
 from ansible_collections.inference.blueprints.plugins.module_utils.router_registry import (
     KSERVE_ROUTER,
     ROUTER_VERSIONS,
@@ -106,18 +109,31 @@ def test_valid_samples_pass(version):
     assert check_epp_config(tiers(), version) == []
 
 
-def test_current_chat_config_is_refused_for_its_feature_gate():
-    chat = epp_config({"disaggregated": True})
-    problems = check_epp_config(chat, KSERVE_ROUTER_VERSION)
-    gate = only(problems, "prepareDataPlugins")
+WEIGHTS = {"prefix_cache": 3, "queue": 2, "kv_cache": 2}
+
+
+def test_the_old_chat_feature_gate_is_refused():
+    chat = epp_config(True, WEIGHTS, 256)
+    chat["featureGates"] = ["prepareDataPlugins"]  # what the tranche-1 renderer wrote (issue 8, defect 2)
+    gate = only(check_epp_config(chat, KSERVE_ROUTER_VERSION), "prepareDataPlugins")
     assert gate[0].startswith("featureGates[0]: feature gate 'prepareDataPlugins' is unknown or unregistered")
-    # Without the gate the rest of the renderer's P/D config loads.
-    chat.pop("featureGates")
-    assert check_epp_config(chat, KSERVE_ROUTER_VERSION) == []
 
 
-def test_current_single_pool_config_loads():
-    assert check_epp_config(epp_config({"disaggregated": False}), KSERVE_ROUTER_VERSION) == []
+@pytest.mark.parametrize("disaggregated", [True, False])
+@pytest.mark.parametrize(
+    "flow_control", [None, [{"priority": 100, "max_requests": 500}, {"priority": -10, "max_requests": 100}]]
+)
+def test_the_renderers_configs_load(disaggregated, flow_control):
+    cfg = epp_config(disaggregated, WEIGHTS, 256, flow_control)
+    assert check_epp_config(cfg, KSERVE_ROUTER_VERSION) == []
+    names = [p["type"] for p in cfg["plugins"]]
+    if disaggregated:  # router v0.9.0 builds plugins in list order
+        assert names.index("prefix-based-pd-decider") < names.index("disagg-profile-handler")
+
+
+def test_the_renderer_refuses_a_config_the_router_would():
+    with pytest.raises(SchedulerConfigError, match="would refuse"):
+        epp_config(False, {"prefix_cache": 0, "queue": 0, "kv_cache": 0}, 256, [{"priority": 1, "max_requests": 1}] * 2)
 
 
 def test_unknown_plugin_type_is_refused():

@@ -182,15 +182,19 @@ def test_cli_site_inventories():
     assert p["policy_source"].endswith("chat.yml + models[].policy")
 
 
-def test_cli_site_missing_blueprint_file_uses_defaults(tmp_path):
+def test_cli_site_errors_name_the_inventory_path_and_the_blueprint_file(tmp_path):
     site = tmp_path / "inventories" / "s1"
     (site / "group_vars" / "all").mkdir(parents=True)
     (tmp_path / "blueprints").mkdir()
+    (tmp_path / "blueprints" / "grid.yml").write_text(
+        "name: grid\ndescription: d\ncomponents: [model_service]\npolicy: {}\n"
+    )
     (site / "hosts.yml").write_text("all:\n  hosts:\n    c1: {}\n")
     (site / "group_vars" / "all" / "site.yml").write_text(
         textwrap.dedent(
             """
-            blueprint: ai_grid
+            blueprint: grid
+            site_name: s1
             hardware: {gpu: h200, gpus_per_node: 8, nodes: 1}
             models:
               - {name: m1, id: Qwen3.6-27B, weights: fp8}
@@ -202,19 +206,27 @@ def test_cli_site_missing_blueprint_file_uses_defaults(tmp_path):
     )
     rc, out, err = run_sub("plan", "--site", str(site))
     assert rc == 2
-    assert "host c1: models[1].traffic.arrival_rate_rps: must be >= 0" in err
+    assert "host c1: models[1].traffic.arrival_rate_rps: must be > 0, got -2" in err
     (site / "group_vars" / "all" / "site.yml").write_text(
-        "blueprint: ai_grid\nhardware: {gpu: h200, gpus_per_node: 8, nodes: 1}\nmodels: [{name: m1, id: Qwen3.6-27B}]\n"
+        "blueprint: grid\nsite_name: s1\nhardware: {gpu: h200, gpus_per_node: 8, nodes: 1}\n"
+        "models: [{name: m1, id: Qwen3.6-27B}]\n"
     )
     rc, out, err = run_sub("plan", "--site", str(site), "--format", "yaml")
     assert rc == 0, err
     p = yaml.safe_load(out)[0]["plan"]
-    assert "planner defaults for blueprint ai_grid" in p["policy_source"]
+    assert p["policy_source"].endswith("grid.yml")
+    # the blueprint file is the only source of a blueprint: no file, no plan
     (site / "group_vars" / "all" / "site.yml").write_text(
-        "blueprint: ai_grid\nhardware: {gpu: h900}\nmodels: [{name: m1, id: Qwen3.6-27B}]\n"
+        "blueprint: chat\nsite_name: s1\nhardware: {gpu: h200, gpus_per_node: 8, nodes: 1}\n"
+        "models: [{name: m1, id: Qwen3.6-27B}]\n"
     )
     rc, out, err = run_sub("plan", "--site", str(site))
-    assert rc == 2 and "host c1: hardware.gpu: unknown GPU" in err
+    assert rc == 2 and "blueprint: unknown blueprint 'chat'; valid: grid" in err
+    (site / "group_vars" / "all" / "site.yml").write_text(
+        "blueprint: grid\nsite_name: s1\nhardware: {gpu: h900}\nmodels: [{name: m1, id: Qwen3.6-27B}]\n"
+    )
+    rc, out, err = run_sub("plan", "--site", str(site))
+    assert rc == 2 and "host c1: 3 problems" in err and "hardware.gpu: unknown GPU 'h900'" in err
 
 
 def test_python_dash_m_works():

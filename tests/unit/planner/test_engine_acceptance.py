@@ -15,8 +15,9 @@ import math
 import os
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, compat, data, plan
-from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, compat, data
+
+from tests.unit.planner.blueprint_plan import BLUEPRINTS, plan
 
 GIB = 2**30
 MODELS = data.models()

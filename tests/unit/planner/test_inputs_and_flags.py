@@ -10,8 +10,9 @@ import itertools
 import json
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
-from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data
+
+from tests.unit.planner.blueprint_plan import BLUEPRINTS, plan
 
 BASE = {"model": "Qwen3.6-27B", "gpu": "h100", "gpus_per_node": 8, "nodes": 1, "weights": "fp8"}
 
@@ -89,7 +90,6 @@ def err(**kw):
         ({"policy": {"pcp": 2}}, "policy.pcp", ["MLA", "pcp: auto"]),
         ({"policy": {"kv_offload_max_gib_per_gpu": 0}}, "policy.kv_offload_max_gib_per_gpu", ["> 0"]),
         ({"policy": {"speculative": "eagle3"}}, "policy.speculative", ["no EAGLE-3 draft"]),
-        ({"blueprint": "disco"}, "blueprint", ["chat", "edge_sno"]),
         ({"contexts": [1, 10**6], "max_model_len": 32768}, "contexts", ["exceeds max_model_len"]),
         ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization", ["<= 1"]),
         ({"vllm_version": "0.10.0"}, "vllm_version", ["0.33"]),

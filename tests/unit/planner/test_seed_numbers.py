@@ -14,7 +14,7 @@ import math
 import re
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.core import (
     Layout,
@@ -23,6 +23,8 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner.core 
     prefill_rate,
 )
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
+
+from tests.unit.planner.blueprint_plan import plan
 
 GIB = 2**30
 M = data.models()

@@ -17,9 +17,11 @@ import json
 import os
 import sys
 
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
-from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import BLUEPRINTS
 
 # planner input field -> CLI option (for error messages in explicit mode)
 OPTION_NAMES = {
@@ -53,6 +55,26 @@ TRAFFIC_OPTS = (
 )
 
 
+# Variables Ansible defines for every host (never site variables; see the site action plugin).
+MAGIC_VARS = frozenset(
+    (
+        "hostvars",
+        "groups",
+        "group_names",
+        "inventory_hostname",
+        "inventory_hostname_short",
+        "inventory_dir",
+        "inventory_file",
+        "playbook_dir",
+        "play_hosts",
+        "role_names",
+        "omit",
+        "environment",
+        "vars",
+    )
+)
+
+
 class CliError(Exception):
     """One-line user error (exit status 2)."""
 
@@ -82,11 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--blueprints-dir", metavar="DIR", help="directory with <blueprint>.yml (default: searched upward)"
     )
+    src.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="with --site: variables that win over the inventory, as for ansible-playbook (KEY=VALUE, YAML, @FILE)",
+    )
     ex = p.add_argument_group("explicit inputs")
     ex.add_argument("--model", help="model catalog id, e.g. Qwen3.6-27B")
     ex.add_argument("--architecture", metavar="FILE", help="YAML file with an explicit model architecture")
     ex.add_argument("--name", help="Kubernetes name of the model service")
-    ex.add_argument("--blueprint", default=None, help=f"policy set: {', '.join(BLUEPRINTS)} (default chat)")
+    ex.add_argument(
+        "--blueprint", default=None, help="take policy, traffic and SLO defaults from blueprints/<BLUEPRINT>.yml"
+    )
     ex.add_argument("--gpu", help="GPU catalog id: h100, h200, b200, a100-80gb, l40s, mi300x, rtx-pro-6000")
     ex.add_argument("--gpus-per-node", type=int, default=None)
     ex.add_argument("--nodes", type=int, default=None)
@@ -137,22 +169,12 @@ def find_blueprints_dir(start: str, explicit: str | None) -> str | None:
         d = parent
 
 
-def load_policy(blueprint: str, bdir: str | None) -> tuple[dict, str]:
-    """The blueprint file's policy, or the planner's defaults for that name when the file does not exist."""
-    if bdir:
-        path = os.path.join(bdir, f"{blueprint}.yml")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as fh:
-                doc = _yaml().safe_load(fh) or {}
-            pol = doc.get("policy") or {}
-            if not isinstance(pol, dict):
-                raise CliError(f"{path}: policy must be a mapping")
-            return dict(pol), path
-    if blueprint not in BLUEPRINTS:
-        raise CliError(f"blueprint: unknown blueprint {blueprint!r}; valid: {', '.join(BLUEPRINTS)}")
-    where = f"no {blueprint}.yml in {bdir}" if bdir else "no blueprints directory found"
-    sys.stderr.write(f"blueprints plan: note: {where}; using the planner's defaults for blueprint {blueprint}\n")
-    return {}, f"planner defaults for blueprint {blueprint} ({where})"
+def load_blueprint(blueprint: str, bdir: str | None) -> dict:
+    """The validated blueprint file (its policy and defaults), the same loader the playbooks use."""
+    try:
+        return bp_mod.load(blueprint, bdir)
+    except SchemaError as e:
+        raise CliError(f"--blueprint: {e}") from None
 
 
 def _parse_policy(items: list[str]) -> dict:
@@ -170,11 +192,19 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
         raise CliError("--model: required (a catalog id such as Qwen3.6-27B) unless --site or --architecture is given")
     if not a.gpu:
         raise CliError("--gpu: required (h100, h200, b200, a100-80gb, l40s, mi300x, rtx-pro-6000)")
-    blueprint = a.blueprint or "chat"
-    bdir = find_blueprints_dir(os.getcwd(), a.blueprints_dir)
-    policy, source = load_policy(blueprint, bdir)
+    policy, source, example = {}, "planner defaults (policies.yaml common)", {}
+    if a.blueprint:
+        bp = load_blueprint(a.blueprint, find_blueprints_dir(os.getcwd(), a.blueprints_dir))
+        policy, source = dict(bp["policy"]), bp["path"]
+        example = {k: bp["defaults"][k] for k in ("traffic", "slo") if bp["defaults"].get(k)}
     policy.update(_parse_policy(a.policy))
-    inp = {"model": a.model, "gpu": a.gpu, "blueprint": blueprint, "policy": policy, "policy_source": source}
+    inp = {
+        "model": a.model,
+        "gpu": a.gpu,
+        "blueprint": a.blueprint or "custom",
+        "policy": policy,
+        "policy_source": source,
+    }
     if a.architecture:
         try:
             with open(a.architecture, encoding="utf-8") as fh:
@@ -205,20 +235,53 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
     traffic = {k: getattr(a, k) for k in (*TRAFFIC_OPTS, "arrival_rate_rps") if getattr(a, k) is not None}
     if traffic:
         inp["traffic"] = traffic
-    slo = {k: getattr(a, k) for k in ("ttft_p95_ms", "tpot_p95_ms") if getattr(a, k) is not None}
+    if example.get("traffic"):
+        inp["traffic_defaults"] = example["traffic"]
+    slo = {**(example.get("slo") or {})}
+    slo.update({k: getattr(a, k) for k in ("ttft_p95_ms", "tpot_p95_ms") if getattr(a, k) is not None})
     if slo:
         inp["slo"] = slo
     return inp
 
 
-def site_inputs(site: str, blueprints_dir: str | None) -> list[tuple[str, dict]]:
-    """(label, planner inputs) for every (cluster host, model) pair of a site inventory (docs/contracts.md)."""
+def _parse_extra_vars(items: list[str]) -> dict:
+    """``-e`` values as ansible-playbook reads them: ``@file.yml``, a YAML/JSON mapping, or ``k=v k2=v2``."""
+    out: dict = {}
+    for raw in items:
+        item = raw.strip()
+        if item.startswith("@"):
+            try:
+                with open(item[1:], encoding="utf-8") as fh:
+                    doc = _yaml().safe_load(fh) or {}
+            except OSError as e:
+                raise CliError(f"-e {item}: cannot read {item[1:]}: {e.strerror}") from None
+        elif item.startswith("{"):
+            doc = _yaml().safe_load(item)
+        else:
+            doc = {}
+            for pair in item.split():
+                if "=" not in pair:
+                    raise CliError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
+                k, v = pair.split("=", 1)
+                doc[k] = _yaml().safe_load(v) if v else ""
+        if not isinstance(doc, dict):
+            raise CliError(f"-e {item!r}: must give a mapping of variables")
+        out.update(doc)
+    return out
+
+
+def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple[dict, list]]:
+    """``{host: (variables, names)}`` of a site inventory, templated as ansible-playbook sees them.
+
+    Extra variables (``-e``) win over everything, as they do for ansible-playbook.
+    """
     if not os.path.isdir(site):
         raise CliError(f"--site: {site} is not a directory")
     # lazy imports: the planner itself needs no Ansible
     from ansible.errors import AnsibleError  # pylint: disable=ansible-bad-module-import
     from ansible.inventory.manager import InventoryManager  # pylint: disable=ansible-bad-module-import
     from ansible.parsing.dataloader import DataLoader  # pylint: disable=ansible-bad-module-import
+    from ansible.template import Templar  # pylint: disable=ansible-bad-module-import
     from ansible.vars.manager import VariableManager  # pylint: disable=ansible-bad-module-import
 
     try:
@@ -227,79 +290,40 @@ def site_inputs(site: str, blueprints_dir: str | None) -> list[tuple[str, dict]]
         init_plugin_loader()
     except ImportError:  # ansible-core < 2.15 initialises on import
         pass
+    wanted = build.variable_names()
+    out = {}
     try:
         loader = DataLoader()
         inv = InventoryManager(loader=loader, sources=[site])
         vm = VariableManager(loader=loader, inventory=inv)
-        hosts = inv.get_hosts()
-        host_vars = {h.name: vm.get_vars(host=h) for h in hosts}
+        for host in inv.get_hosts():
+            hv = dict(vm.get_vars(host=host))
+            hv.update(extra_vars or {})
+            templar = Templar(loader=loader, variables=hv)
+            values = {k: templar.template(v) for k, v in hv.items() if k in wanted}
+            out[host.name] = (values, list(hv))
     except AnsibleError as e:
         raise CliError(f"--site: cannot read inventory {site}: {e}") from None
-    if not hosts:
+    if not out:
         raise CliError(f"--site: {site} has no hosts (hosts are clusters)")
-    bdir = find_blueprints_dir(site, blueprints_dir)
-    out = []
-    for host in hosts:
-        hv = host_vars[host.name]
-        where = f"{site} host {host.name}"
-        blueprint = hv.get("blueprint")
-        if not blueprint:
-            raise CliError(f"{where}: blueprint: not set; valid: {', '.join(BLUEPRINTS)}")
-        hw = hv.get("hardware")
-        if not isinstance(hw, dict):
-            raise CliError(f"{where}: hardware: must be a mapping with gpu, gpus_per_node, nodes")
-        models = hv.get("models")
-        if not isinstance(models, list) or not models:
-            raise CliError(f"{where}: models: must be a non-empty list")
-        policy, source = load_policy(blueprint, bdir)
-        for i, m in enumerate(models):
-            if not isinstance(m, dict) or "id" not in m:
-                raise CliError(f"{where}: models[{i}].id: required (a model catalog id)")
-            pol = dict(policy)
-            pol.update(m.get("policy") or {})
-            inp = {
-                "model": m["id"],
-                "name": m.get("name"),
-                "blueprint": blueprint,
-                "policy": pol,
-                "policy_source": source + (" + models[].policy" if m.get("policy") else ""),
-            }
-            for k in (
-                "gpu",
-                "gpus_per_node",
-                "nodes",
-                "interconnect",
-                "decode_gpu",
-                "decode_gpus_per_node",
-                "decode_nodes",
-            ):
-                if hw.get(k) is not None:
-                    inp[k] = hw[k]
-            for k in (
-                "weights",
-                "kv_cache_dtype",
-                "max_model_len",
-                "contexts",
-                "traffic",
-                "slo",
-                "gpu_memory_utilization",
-            ):
-                if m.get(k) is not None:
-                    inp[k] = m[k]
-            label = f"{host.name}/{m.get('name') or m['id']}"
-            out.append((label, inp, f"{where}: models[{i}]", i))
     return out
 
 
-def _site_field(field: str, prefix: str) -> str:
-    hwkeys = ("gpu", "gpus_per_node", "nodes", "interconnect", "decode_gpu", "decode_gpus_per_node", "decode_nodes")
-    if field in hwkeys:
-        return f"{prefix.rsplit(':', 1)[0]}: hardware.{field}"
-    if field == "model":
-        return f"{prefix}.id"
-    if field == "blueprint":
-        return f"{prefix.rsplit(':', 1)[0]}: blueprint"
-    return f"{prefix}.{field}"
+def blueprint_dir_candidates(site: str, explicit: str | None) -> list[str]:
+    found = find_blueprints_dir(site, None)
+    return [d for d in (explicit, found) if d]
+
+
+def site_intents(site: str, blueprints_dir: str | None, extra_vars: dict | None = None) -> dict[str, dict]:
+    """The deployment intent of every cluster of a site inventory (the function the playbooks run)."""
+    candidates = blueprint_dir_candidates(site, blueprints_dir)
+    out = {}
+    for host, (values, names) in load_site_vars(site, extra_vars).items():
+        try:
+            out[host] = build.site_intent(host, values, names, candidates, ignore=MAGIC_VARS)
+        except SchemaError as e:
+            raise CliError(str(e)) from None
+    return out
 
 
 def render(entries: list[tuple[str, dict]], fmt: str, single: bool) -> str:
@@ -314,11 +338,8 @@ def render(entries: list[tuple[str, dict]], fmt: str, single: bool) -> str:
 def cmd_plan(a: argparse.Namespace) -> int:
     entries = []
     if a.site:
-        for label, inp, prefix, _index in site_inputs(a.site, a.blueprints_dir):
-            try:
-                entries.append((label, plan(inp)))
-            except PlanError as e:
-                raise CliError(f"{_site_field(e.field, prefix)}: {e.message}") from None
+        for host, intent in site_intents(a.site, a.blueprints_dir, _parse_extra_vars(a.extra_vars)).items():
+            entries.extend((f"{host}/{p['model']['name']}", p["plan"]) for p in intent["plans"])
         single = False
     else:
         inp = explicit_inputs(a)

@@ -52,8 +52,9 @@ options:
     type: str
   blueprint:
     description:
-      - Blueprint whose policy defaults apply; O(policy) overrides them key by key.
-      - One of V(chat), V(rag), V(batch), V(ai_grid), V(sovereign_burst), V(edge_sno).
+      - Name of the blueprint the plan is for, echoed in the plan. The planner knows no blueprint by name -
+        pass the blueprint file's C(policy) as O(policy) and its C(defaults.traffic) as O(traffic_defaults)
+        (the P(inference.blueprints.site#module) action does).
     type: str
     default: chat
   gpu:
@@ -117,13 +118,20 @@ options:
   traffic:
     description:
       - Traffic shape. Keys C(prompt_tokens_mean), C(prompt_tokens_p95), C(output_tokens_mean),
-        C(output_tokens_p95), C(concurrent_sessions), C(arrival_rate_rps). Missing keys take the blueprint's
-        example traffic; with only one of C(concurrent_sessions) and C(arrival_rate_rps), Little's law gives
+        C(output_tokens_p95), C(concurrent_sessions), C(arrival_rate_rps). Missing keys take
+        O(traffic_defaults); with only one of C(concurrent_sessions) and C(arrival_rate_rps), Little's law gives
         the other.
+    type: dict
+  traffic_defaults:
+    description:
+      - Example traffic (same keys as O(traffic)) for the keys O(traffic) leaves out, usually a blueprint file's
+        C(defaults.traffic); fitted to the model's context window. Without it, the planner's own example
+        (C(policies.yaml) C(example)).
     type: dict
   slo:
     description:
-      - Service-level objectives. Keys C(ttft_p95_ms) and C(tpot_p95_ms); missing keys take the blueprint's.
+      - Service-level objectives. Keys C(ttft_p95_ms) and C(tpot_p95_ms); missing keys take the planner's
+        example (C(policies.yaml) C(example)).
     type: dict
   policy:
     description:

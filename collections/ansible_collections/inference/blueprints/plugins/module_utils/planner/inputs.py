@@ -26,6 +26,7 @@ TOP_KEYS = (
     "max_model_len",
     "contexts",
     "traffic",
+    "traffic_defaults",
     "slo",
     "policy",
     "policy_source",
@@ -77,7 +78,6 @@ ARCH_DEFAULTS = {
     "hf_repo": None,
     "source": "explicit model_architecture input",
 }
-BLUEPRINTS = ("chat", "rag", "batch", "ai_grid", "sovereign_burst", "edge_sno")
 
 POLICY_ENUMS = {
     "disaggregation": ("auto", "always", "never"),
@@ -243,14 +243,15 @@ def _allowed_weights(aw) -> list[str]:
     return out
 
 
-def resolve_policy(blueprint: str, policy: dict | None) -> tuple[dict, dict]:
-    """Merge common defaults, the blueprint's defaults and the given policy; return (policy, defaults_doc)."""
+def resolve_policy(policy: dict | None) -> tuple[dict, dict]:
+    """Merge the common defaults and the given policy; return (policy, example traffic and SLO).
+
+    A blueprint's policy is the caller's to give (blueprints/<name>.yml is its only source); the
+    planner knows no blueprint by name. The example traffic and SLO apply only to what the caller
+    leaves out (the explicit CLI without traffic options)."""
     pol_cat = data.policies()
-    bp = pol_cat["blueprints"].get(blueprint)
-    if bp is None:
-        raise PlanError("blueprint", f"unknown blueprint {blueprint!r}; valid: {', '.join(BLUEPRINTS)}")
+    bp = pol_cat["example"]
     merged = dict(pol_cat["common"])
-    merged.update(bp.get("policy") or {})
     given = policy or {}
     if not isinstance(given, dict):
         raise PlanError("policy", f"must be a mapping, got {type(given).__name__}")
@@ -437,7 +438,9 @@ def normalize(inputs: dict) -> dict:
         if k not in TOP_KEYS:
             raise PlanError(k, f"unknown input; valid: {', '.join(TOP_KEYS)}")
     blueprint = inputs.get("blueprint") or "chat"
-    policy, bp = resolve_policy(blueprint, inputs.get("policy"))
+    policy, bp = resolve_policy(inputs.get("policy"))
+    if inputs.get("traffic_defaults"):  # the caller's example traffic (a blueprint file's defaults.traffic)
+        bp = {**bp, "traffic": _given_block({"traffic": inputs["traffic_defaults"]}, "traffic", TRAFFIC_KEYS)}
     model = resolve_model(inputs)
     hardware = _hardware(inputs)
     precision = _precision(inputs)
@@ -452,7 +455,7 @@ def normalize(inputs: dict) -> dict:
         "name": inputs.get("name") or model["id"].lower().replace(".", "-").replace("_", "-"),
         "blueprint": blueprint,
         "policy": policy,
-        "policy_source": inputs.get("policy_source") or "planner defaults for blueprint " + blueprint,
+        "policy_source": inputs.get("policy_source") or "planner defaults (policies.yaml common)",
         **hardware,
         **precision,
         "max_model_len": mml,

@@ -23,6 +23,7 @@ ARGUMENT_SPEC = {
     "max_model_len": {"type": "int"},
     "contexts": {"type": "list", "elements": "int"},
     "traffic": {"type": "dict"},
+    "traffic_defaults": {"type": "dict"},
     "slo": {"type": "dict"},
     "policy": {"type": "dict", "default": {}},
     "gpu_memory_utilization": {"type": "float", "default": 0.92},

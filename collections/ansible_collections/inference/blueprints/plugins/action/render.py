@@ -1,0 +1,87 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin for inference.blueprints.render: a stage's objects from the deployment intent."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
+from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
+
+ARGUMENT_SPEC = {
+    "stage": {"type": "str", "choices": ["platform", "serving"]},
+    "components": {"type": "list", "elements": "str"},
+    "hosts": {"type": "list", "elements": "str"},
+    "write": {"type": "bool", "default": True},
+    "deliveries": {"type": "list", "elements": "str", "choices": ["apply", "render", "gitops"]},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def _intent(self, task_vars: dict, host: str) -> dict:
+        intents = (task_vars["hostvars"][host].get("ansible_facts") or {}).get("site_intents") or {}
+        if host not in intents:
+            raise AnsibleActionFail(
+                f"inference.blueprints.render: no deployment intent for {host}; run inference.blueprints.site first"
+            )
+        return intents[host]
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC,
+            required_one_of=[["stage", "components"]],
+            mutually_exclusive=[["stage", "components"]],
+        )
+        task_vars = task_vars or {}
+        hosts = args["hosts"] or [task_vars["inventory_hostname"]]
+        per_host, changed, files = {}, False, []
+        try:
+            for host in hosts:
+                intent = self._intent(task_vars, host)
+                if args["deliveries"] and intent["site"]["delivery"] not in args["deliveries"]:
+                    continue
+                roles = args["components"] or intent["stages"][args["stage"]]
+                objects = render_mod.render_components(roles, intent)
+                waits = waits_mod.for_components(intent, roles)
+                per_host[host] = {
+                    "objects": objects,
+                    "waits": waits_mod.specs(waits),
+                    "wait_timeout": waits_mod.timeout_of(waits),
+                    "delivery": intent["site"]["delivery"],
+                }
+                if args["write"] and intent["site"]["delivery"] in ("render", "gitops"):
+                    # one directory per cluster under the site's render_dir
+                    results, _diffs, host_changed = apply_mod.render(
+                        objects,
+                        os.path.join(intent["site"]["render_dir"], host),
+                        intent["serving"]["namespace"],
+                        self._task.check_mode,
+                    )
+                    changed |= host_changed
+                    files.extend(r["path"] for r in results)
+                    per_host[host]["objects_written"] = results
+        except render_mod.RenderError as e:
+            result.update(failed=True, msg=f"inference.blueprints.render: {e}")
+            return result
+        mine = per_host.get(task_vars["inventory_hostname"]) or {"objects": [], "waits": [], "wait_timeout": 0}
+        result.update(
+            changed=changed,
+            objects=mine["objects"],
+            waits=mine["waits"],
+            wait_timeout=mine["wait_timeout"],
+            files=files,
+            hosts=sorted(per_host),
+            counts={h: len(v["objects"]) for h, v in per_host.items()},
+        )
+        return result

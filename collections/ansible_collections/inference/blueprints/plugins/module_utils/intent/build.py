@@ -1,0 +1,83 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The deployment intent of one cluster: everything the templates render, computed once.
+
+``site_intent(host, values, names, ...)`` = validate (``site.resolve``) -> plan every model
+(``site.plan_models``) -> intent. The site action plugin, ``playbooks/plan.yml``, the
+``blueprints`` CLI and the sizing report all call this one function. docs/contracts.md
+describes the intent and its readers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..planner.inputs import plain
+from . import inventory, serving
+from . import site as site_mod
+
+INTENT_VERSION = 1
+MANAGED_BY = "inference-blueprints"
+
+# Which stage deploys each component (blueprint files list components in apply order).
+SERVING_COMPONENTS = ("kv_cache", "inference_scheduler", "model_service", "serving_autoscaling", "observability")
+CHECK_COMPONENTS = ("preflight",)
+
+
+def variable_names() -> frozenset[str]:
+    """Every inventory variable a site may set (what the action plugin reads from hostvars)."""
+    return frozenset(inventory.all_variables())
+
+
+def common_labels(site: dict) -> dict:
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/part-of": site["site_name"],
+        "inference.blueprints/blueprint": site["blueprint"],
+    }
+
+
+def site_intent(host: str, values: dict, names, bdir_candidates: list[str], ignore=()) -> dict:
+    """Validate, plan and build the intent of one cluster host. Raises SchemaError on bad input."""
+    site = site_mod.resolve(str(host), values, bdir_candidates, names=names, ignore=ignore)
+    plans = site_mod.plan_models(site)
+    return plain(build(site, plans))
+
+
+def build(site: dict, plans: list[dict]) -> dict:
+    labels = common_labels(site)
+    components = site["components"]
+    intent = {
+        "version": INTENT_VERSION,
+        "host": site["host"],
+        "site": {
+            "name": site["site_name"],
+            "blueprint": site["blueprint"],
+            "blueprint_file": site["blueprint_data"]["path"],
+            "description": site["blueprint_data"]["description"],
+            "delivery": site["delivery"],
+            "render_dir": os.path.abspath(site["render_dir"]),
+            "report_dir": os.path.abspath(site["report_dir"]),
+            "namespace": site["serving_namespace"],
+            "connection": {"kubeconfig": site["k8s_kubeconfig"], "context": site["k8s_context"]},
+        },
+        "labels": labels,
+        "components": components,
+        "stages": {
+            "serving": [c for c in components if c in SERVING_COMPONENTS],
+            "platform": [c for c in components if c not in SERVING_COMPONENTS and c not in CHECK_COMPONENTS],
+        },
+        "options": {role: site["options"][role] for role in inventory.component_names()},
+        "hardware": site["hardware"],
+        "blueprint": {
+            "name": site["blueprint"],
+            "components": components,
+            "policy": site["blueprint_data"]["policy"],
+            "defaults": site["blueprint_data"]["defaults"],
+        },
+        # [{model: the inventory's model entry (defaults filled), plan: the planner's plan}]
+        "plans": plans,
+        "decisions": [],
+    }
+    intent["serving"] = serving.build(site, plans, intent)
+    return intent

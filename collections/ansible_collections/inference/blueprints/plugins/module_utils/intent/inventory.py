@@ -1,0 +1,282 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The site inventory's variables: the one definition every reader validates against.
+
+A site is an inventory whose hosts are clusters. Its variables are of three kinds:
+
+* site variables (``SITE_FIELDS``): blueprint, site_name, hardware, models, ...;
+* component options: ``<role>_<option>`` variables of the collection's roles, defined
+  (type, choices, default) by each role's ``meta/argument_specs.yml`` and nowhere else;
+* connection variables (``k8s_kubeconfig``, ``k8s_context``) and Ansible's own.
+
+Precedence for every value: the inventory (host_vars over group_vars; ``-e`` over both),
+then the blueprint file's ``defaults``, then the default written here or in the role's
+argument spec.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+from ..planner import data as catalog
+from ..planner import inputs as planner_inputs
+from .schema import (
+    DNS_LABEL,
+    IMAGE_BY_DIGEST,
+    MISSING,
+    Field,
+    dns_label,
+    from_argument_spec,
+    suggest,
+    unique_names,
+)
+
+COLLECTION_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROLES_DIR = os.path.join(COLLECTION_DIR, "roles")
+
+# Roles that are not components of a blueprint (shared helpers).
+HELPER_ROLES = ("deploy", "olm_operator")
+
+# Longest model name: KServe derives child names with kmeta.ChildName, which hashes a name once
+# <name> + its longest suffix (-kserve-self-signed-certs, 25 characters) passes 63 characters.
+MODEL_NAME_MAX = 38
+
+
+def _artifact_uri(value: str) -> str | None:
+    if value.startswith("oci://"):
+        if not IMAGE_BY_DIGEST.match(value[len("oci://") :]):
+            return (
+                f"{value!r} is an OCI artifact without a digest; pin it as "
+                "oci://<registry>/<repository>@sha256:<64 hex digits> (a tag can change under you)"
+            )
+        return None
+    if value.startswith(("pvc://", "hf://", "s3://", "gs://", "https://")):
+        return None
+    return (
+        f"{value!r} has no known scheme; valid: oci://...@sha256:<digest>, pvc://<claim>/<path>, "
+        "hf://<org>/<model>, s3://, gs://"
+    )
+
+
+def _model_id(value: str) -> str | None:
+    models = catalog.models()
+    if value in models:
+        return None
+    return f"unknown model {value!r}{suggest(value, models)}; catalog ids: {', '.join(models)}"
+
+
+def _gpu_ids() -> tuple:
+    return tuple(catalog.gpus())
+
+
+def _gpu_id(value: str) -> str | None:
+    gpus = _gpu_ids()
+    return None if value in gpus else f"unknown GPU {value!r}{suggest(value, gpus)}; catalog ids: {', '.join(gpus)}"
+
+
+def _http_url(value: str) -> str | None:
+    return None if not value or re.match(r"^https?://[^/\s]+", value) else f"{value!r} is not an http(s) URL"
+
+
+def _traffic_check(t: dict) -> str | None:
+    if t.get("concurrent_sessions") is None and t.get("arrival_rate_rps") is None:
+        return "give concurrent_sessions or arrival_rate_rps (or both)"
+    return None
+
+
+_POSITIVE_INT = Field("int", minimum=1)
+_POSITIVE_NUM = Field("float", minimum=0, exclusive_minimum=True)
+
+TRAFFIC = Field(
+    "dict",
+    options={
+        "prompt_tokens_mean": _POSITIVE_INT,
+        "prompt_tokens_p95": _POSITIVE_INT,
+        "output_tokens_mean": _POSITIVE_INT,
+        "output_tokens_p95": _POSITIVE_INT,
+        "concurrent_sessions": _POSITIVE_INT,
+        "arrival_rate_rps": _POSITIVE_NUM,
+    },
+    check=_traffic_check,
+    doc="traffic shape: prompt/output token means and p95s, concurrent_sessions, arrival_rate_rps",
+)
+assert set(TRAFFIC.options) == set(planner_inputs.TRAFFIC_KEYS)  # one list of traffic keys (the planner's)
+
+SLO = Field(
+    "dict",
+    options={"ttft_p95_ms": _POSITIVE_NUM, "tpot_p95_ms": _POSITIVE_NUM},
+    doc="service level objectives in milliseconds",
+)
+assert set(SLO.options) == set(planner_inputs.SLO_KEYS)
+
+HARDWARE = Field(
+    "dict",
+    required=True,
+    options={
+        "gpu": Field("str", required=True, check=_gpu_id),
+        "gpus_per_node": Field("int", required=True, minimum=1),
+        "nodes": Field("int", required=True, minimum=1),
+        "interconnect": Field("str", default="nvlink", choices=planner_inputs.INTERCONNECTS),
+        "rdma_fabric": Field(
+            "str",
+            default="roce",
+            choices=("roce", "infiniband"),
+            doc="with interconnect rdma: RoCE (Ethernet; pods get the RDMA secondary network and GID detection) "
+            "or InfiniBand",
+        ),
+        "decode_gpu": Field("str", check=_gpu_id),
+        "decode_gpus_per_node": Field("int", minimum=1),
+        "decode_nodes": Field("int", minimum=1),
+    },
+    doc="the cluster's GPU pools: gpu, gpus_per_node, nodes, interconnect, decode_*",
+)
+
+MODEL = Field(
+    "dict",
+    options={
+        "name": Field(
+            "str",
+            required=True,
+            pattern=DNS_LABEL,
+            pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
+            max_length=MODEL_NAME_MAX,
+        ),
+        "id": Field("str", required=True, check=_model_id),
+        "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
+        "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
+        "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),
+        "max_model_len": _POSITIVE_INT,
+        "contexts": Field("list", elements=_POSITIVE_INT, min_items=1),
+        "gpu_memory_utilization": Field("float", minimum=0, exclusive_minimum=True, maximum=1),
+        "artifact": Field(
+            "dict",
+            options={"uri": Field("str", required=True, check=_artifact_uri)},
+            doc="where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://)",
+        ),
+        "traffic": TRAFFIC,
+        "slo": SLO,
+        "policy": Field("dict", doc="planner policy overrides for this model (docs/planner.md)"),
+    },
+)
+
+PRIORITY_CLASS = Field(
+    "dict",
+    options={"name": Field("str", required=True, **dns_label()), "priority": Field("int", required=True)},
+)
+
+TOLERATION = Field(
+    "dict",
+    options={
+        "key": Field("str"),
+        "operator": Field("str", choices=("Exists", "Equal")),
+        "value": Field("str"),
+        "effect": Field("str", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+        "tolerationSeconds": Field("int"),
+    },
+)
+
+# Site variables. The blueprint file's `defaults` may set any of these except the ones in
+# SITE_ONLY (they describe the site, not the traffic shape).
+SITE_FIELDS: dict[str, Field] = {
+    "blueprint": Field("str", required=True, doc="name of a data file in blueprints/"),
+    "site_name": Field("str", required=True, **dns_label()),
+    "delivery": Field(
+        "str",
+        default="apply",
+        choices=("apply", "render", "gitops"),
+        doc="apply to the clusters, render object files, or write a GitOps repository tree",
+    ),
+    "render_dir": Field("path", doc="delivery=render/gitops: output directory (default render/<site_name>)"),
+    "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
+    "serving_namespace": Field("str", default="llm-serving", **dns_label()),
+    "blueprints_dir": Field("path", doc="directory of the blueprint data files"),
+    "hardware": HARDWARE,
+    "models": Field("list", required=True, elements=MODEL, min_items=1, check=unique_names("name")),
+    "priority_classes": Field("list", elements=PRIORITY_CLASS, check=unique_names("name"), default=[]),
+    "scorer_weights": Field(
+        "dict",
+        options={
+            "prefix_cache": Field("float", minimum=0, default=3),
+            "queue": Field("float", minimum=0, default=2),
+            "kv_cache": Field("float", minimum=0, default=2),
+        },
+        doc="llm-d scheduler scorer weights",
+    ),
+    "autoscaling_trigger": Field(
+        "dict",
+        options={
+            "queue_threshold": Field("float", minimum=0, exclusive_minimum=True, default=4),
+            "cooldown_seconds": Field("int", minimum=0, default=300),
+        },
+    ),
+    "spot_tolerations": Field("list", elements=TOLERATION, default=[]),
+    "escalation": Field(
+        "dict",
+        options={
+            "enabled": Field("bool", default=False),
+            "endpoint": Field("str", check=_http_url),
+            "model": Field("str"),
+        },
+        doc="edge: forward hard queries to a regional endpoint",
+    ),
+    "slo": Field(
+        "dict",
+        options=SLO.options,
+        doc="fallback SLO for models without their own (usually a blueprint default)",
+    ),
+    "traffic": Field(
+        "dict",
+        options=TRAFFIC.options,
+        doc="fallback traffic for models without their own (usually a blueprint default)",
+    ),
+    "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
+    "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
+}
+SITE_ONLY = ("blueprint", "site_name", "hardware", "models", "blueprints_dir", "k8s_kubeconfig", "k8s_context")
+
+
+@functools.cache
+def component_names() -> tuple[str, ...]:
+    """Every role of the collection that can be a blueprint component."""
+    return tuple(
+        sorted(
+            d
+            for d in os.listdir(ROLES_DIR)
+            if d not in HELPER_ROLES and os.path.isfile(os.path.join(ROLES_DIR, d, "meta", "argument_specs.yml"))
+        )
+    )
+
+
+@functools.cache
+def _component_specs() -> dict[str, dict[str, Field]]:
+    import yaml  # lazy
+
+    out: dict[str, dict[str, Field]] = {}
+    for role in component_names():
+        with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
+            spec = yaml.safe_load(fh) or {}
+        options = ((spec.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+        # a component's tunables are its `<role>_*` options; anything else in a spec is an internal input
+        out[role] = {
+            name: from_argument_spec(opt or {}) for name, opt in options.items() if name.startswith(role + "_")
+        }
+    return out
+
+
+def component_options(role: str) -> dict[str, Field]:
+    """The ``<role>_*`` variables of a component role, from its argument spec."""
+    return _component_specs()[role]
+
+
+def all_variables() -> dict[str, Field]:
+    """Every variable a site inventory may set (site variables and component options)."""
+    out = dict(SITE_FIELDS)
+    for role in component_names():
+        out.update(component_options(role))
+    return out
+
+
+def defaults_of(options: dict[str, Field]) -> dict:
+    return {k: f.default for k, f in options.items() if f.default is not MISSING}

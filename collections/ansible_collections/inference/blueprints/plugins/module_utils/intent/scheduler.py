@@ -1,0 +1,84 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The llm-d endpoint picker (EPP) configuration of a model, for the router KServe runs.
+
+KServe v0.20.0's scheduler preset runs llm-d-router v0.9.0 and passes
+``spec.router.scheduler.config.inline`` to it as ``--config-text``. Every config built here is
+checked with ``router_registry.check_epp_config`` against what that router version registers
+(plugin types, parameters, feature gates, loader rules): a config the router would refuse
+never leaves this module.
+"""
+
+from __future__ import annotations
+
+from .. import router_registry
+
+KSERVE_VERSION = "v0.20.0"
+ROUTER = router_registry.KSERVE_ROUTER[KSERVE_VERSION]["router"]
+CONFIG_API_VERSION = "llm-d.ai/v1alpha1"
+OBJECTIVE_API_VERSION = router_registry.router_version_info(ROUTER)["inference_objective"]["api_version"]
+OBJECTIVE_HEADER = router_registry.router_version_info(ROUTER)["inference_objective"]["header"]
+POOL_GROUP = "inference.networking.k8s.io"
+
+
+class SchedulerConfigError(ValueError):
+    pass
+
+
+def _weight(value):
+    number = float(value)
+    return int(number) if number.is_integer() else number
+
+
+def epp_config(
+    disaggregated: bool, weights: dict, non_cached_tokens: int, flow_control: list[dict] | None = None
+) -> dict:
+    """The EndpointPickerConfig: prefix-aware and load-aware scoring; with P/D the disagg handler.
+
+    ``weights``: scorer weights {prefix_cache, queue, kv_cache} (0 leaves a scorer out).
+    ``flow_control``: priority bands [{priority, max_requests}] to queue requests by priority
+    (the ``flowControl`` feature gate), or None for the router's default admission.
+    """
+    scorers = [
+        (name, _weight(weights[key]))
+        for name, key in (
+            ("prefix-cache-scorer", "prefix_cache"),
+            ("queue-scorer", "queue"),
+            ("kv-cache-utilization-scorer", "kv_cache"),
+        )
+        if float(weights[key]) > 0
+    ]
+    profile = [{"pluginRef": name, "weight": weight} for name, weight in scorers] + [{"pluginRef": "max-score-picker"}]
+    plugins = [{"type": name} for name, _ in scorers] + [{"type": "max-score-picker"}]
+    config: dict = {"apiVersion": CONFIG_API_VERSION, "kind": "EndpointPickerConfig"}
+    if flow_control:
+        config["featureGates"] = ["flowControl"]
+    if disaggregated:
+        # Router v0.9.0 builds plugins in list order: the decider precedes the handler that names it.
+        plugins = (
+            [{"type": "prefill-filter"}, {"type": "decode-filter"}]
+            + plugins
+            + [
+                {"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": int(non_cached_tokens)}},
+                {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "prefix-based-pd-decider"}}},
+            ]
+        )
+        profiles = [
+            {"name": "prefill", "plugins": [{"pluginRef": "prefill-filter"}, *profile]},
+            {"name": "decode", "plugins": [{"pluginRef": "decode-filter"}, *profile]},
+        ]
+    else:
+        plugins.append({"type": "single-profile-handler"})
+        profiles = [{"name": "default", "plugins": profile}]
+    config["plugins"] = plugins
+    config["schedulingProfiles"] = profiles
+    if flow_control:
+        config["flowControl"] = {
+            "priorityBands": [
+                {"priority": int(b["priority"]), "maxRequests": str(int(b["max_requests"]))} for b in flow_control
+            ],
+        }
+    problems = router_registry.check_epp_config(config, ROUTER)
+    if problems:
+        raise SchedulerConfigError(f"llm-d router {ROUTER} would refuse the scheduler config: " + "; ".join(problems))
+    return config

@@ -1,0 +1,294 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A small declarative validator for inventory and blueprint data.
+
+Every error names the value by its path (``models[0].traffic.arrival_rate_rps``), says what
+was wrong and what would be valid, and a misspelled key gets the nearest valid name. All
+errors of one document are collected, so one run shows every mistake.
+
+Pure Python (no Ansible imports): the site action plugin, the CLI and the tests share it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING = object()
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+IMAGE_BY_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+class SchemaError(Exception):
+    """Invalid data. ``errors`` is a list of ``(path, message)``; ``str()`` joins them."""
+
+    def __init__(self, errors: list[tuple[str, str]], where: str = ""):
+        self.errors = list(errors)
+        self.where = where
+        head = f"{where}: " if where else ""
+        lines = [f"{path}: {msg}" if path else msg for path, msg in self.errors]
+        if len(lines) == 1:
+            text = head + lines[0]
+        else:
+            text = head + f"{len(lines)} problems:\n" + "\n".join(f"  - {line}" for line in lines)
+        super().__init__(text)
+
+
+def suggest(word: str, valid) -> str:
+    """' (did you mean X?)' for the nearest valid name, or ''."""
+    close = difflib.get_close_matches(str(word), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def join_path(base: str, key) -> str:
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    return f"{base}.{key}" if base else str(key)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One value's rules. ``type``: str, int, float, bool, dict, list, raw, path."""
+
+    type: str = "raw"
+    required: bool = False
+    default: Any = MISSING
+    choices: tuple | None = None
+    minimum: float | None = None
+    exclusive_minimum: bool = False
+    maximum: float | None = None
+    pattern: re.Pattern | None = None
+    pattern_doc: str = ""
+    max_length: int | None = None
+    options: dict[str, Field] | None = None  # dict with known keys (unknown keys are errors)
+    values: Field | None = None  # dict with free keys: rule for every value
+    elements: Field | None = None  # list: rule for every element
+    min_items: int = 0
+    check: Callable[[Any], str | None] | None = None  # extra rule: returns an error message or None
+    doc: str = ""
+    secret: bool = False  # never echo the value in messages
+
+    def with_default(self, default: Any) -> Field:
+        return Field(**{**self.__dict__, "default": default})
+
+
+@dataclass
+class Validator:
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def fail(self, path: str, msg: str) -> None:
+        self.errors.append((path, msg))
+
+    def run(self, value: Any, rule: Field, path: str) -> Any:  # noqa: PLR0911
+        if value is None:
+            if rule.required:
+                self.fail(path, f"required{self._valid_hint(rule)}")
+            return None
+        coerced = self._coerce(value, rule, path)
+        if coerced is MISSING:
+            return None
+        if rule.type == "dict":
+            return self._dict(coerced, rule, path)
+        if rule.type == "list":
+            return self._list(coerced, rule, path)
+        return coerced if self._scalar_rules(coerced, rule, path) else None
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _show(value: Any, rule: Field) -> str:
+        return "(hidden)" if rule.secret else repr(value)
+
+    @staticmethod
+    def _valid_hint(rule: Field) -> str:
+        if rule.choices:
+            return f"; valid: {', '.join(map(str, rule.choices))}"
+        if rule.doc:
+            return f" ({rule.doc})"
+        return ""
+
+    def _coerce(self, value: Any, rule: Field, path: str) -> Any:  # noqa: PLR0911, PLR0912
+        t = rule.type
+        shown = self._show(value, rule)
+        if t in ("str", "path"):
+            if isinstance(value, (dict, list, bool)):
+                self.fail(path, f"must be a string, got {type(value).__name__} {shown}")
+                return MISSING
+            return str(value)
+        if t == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+                return value.strip().lower() in _TRUE
+            self.fail(path, f"must be true or false, got {shown}")
+            return MISSING
+        if t == "int":
+            if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+                self.fail(path, f"must be an integer, got {shown}")
+                return MISSING
+            if isinstance(value, (int, float)):
+                return int(value)
+            if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+                return int(value)
+            self.fail(path, f"must be an integer, got {shown}")
+            return MISSING
+        if t == "float":
+            if isinstance(value, bool):
+                self.fail(path, f"must be a number, got {shown}")
+                return MISSING
+            if isinstance(value, (int, float)):
+                return value
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                self.fail(path, f"must be a number, got {shown}")
+                return MISSING
+        if t == "dict":
+            if not isinstance(value, dict):
+                self.fail(path, f"must be a mapping, got {type(value).__name__} {shown}")
+                return MISSING
+            return value
+        if t == "list":
+            if not isinstance(value, (list, tuple)):
+                self.fail(path, f"must be a list, got {type(value).__name__} {shown}")
+                return MISSING
+            return list(value)
+        return value
+
+    def _scalar_rules(self, value: Any, rule: Field, path: str) -> bool:  # noqa: PLR0911
+        shown = self._show(value, rule)
+        if rule.choices is not None and value not in rule.choices:
+            self.fail(
+                path, f"unknown value {shown}{suggest(value, rule.choices)}; valid: {', '.join(map(str, rule.choices))}"
+            )
+            return False
+        if rule.minimum is not None and isinstance(value, (int, float)):
+            too_small = value <= rule.minimum if rule.exclusive_minimum else value < rule.minimum
+            if too_small:
+                bound = f"> {rule.minimum:g}" if rule.exclusive_minimum else f">= {rule.minimum:g}"
+                self.fail(path, f"must be {bound}, got {shown}")
+                return False
+        if rule.maximum is not None and isinstance(value, (int, float)) and value > rule.maximum:
+            self.fail(path, f"must be <= {rule.maximum:g}, got {shown}")
+            return False
+        if rule.max_length is not None and isinstance(value, str) and len(value) > rule.max_length:
+            self.fail(path, f"must be at most {rule.max_length} characters, got {len(value)} ({shown})")
+            return False
+        if rule.pattern is not None and isinstance(value, str) and not rule.pattern.match(value):
+            self.fail(path, f"{shown} is not {rule.pattern_doc or 'valid'}")
+            return False
+        if rule.check is not None:
+            msg = rule.check(value)
+            if msg:
+                self.fail(path, msg)
+                return False
+        return True
+
+    def _dict(self, value: dict, rule: Field, path: str) -> dict:
+        out: dict = {}
+        errors_before = len(self.errors)
+        if rule.options is not None:
+            for key in value:
+                if key not in rule.options:
+                    self.fail(
+                        join_path(path, key),
+                        f"unknown key{suggest(key, rule.options)}; valid keys: {', '.join(rule.options)}",
+                    )
+            for key, sub in rule.options.items():
+                raw = value.get(key)
+                if raw is None and sub.default is not MISSING:
+                    out[key] = sub.default
+                    continue
+                out[key] = self.run(raw, sub, join_path(path, key))
+        else:
+            for key, raw in value.items():
+                out[key] = self.run(raw, rule.values, join_path(path, key)) if rule.values else raw
+        # a whole-mapping rule only speaks when its parts are valid (no second message for one mistake)
+        if rule.check is not None and len(self.errors) == errors_before:
+            msg = rule.check(out)
+            if msg:
+                self.fail(path, msg)
+        return out
+
+    def _list(self, value: list, rule: Field, path: str) -> list:
+        if len(value) < rule.min_items:
+            self.fail(path, f"needs at least {rule.min_items} item(s), got {len(value)}")
+        out = [
+            self.run(item, rule.elements, join_path(path, i)) if rule.elements else item for i, item in enumerate(value)
+        ]
+        if rule.check is not None:
+            msg = rule.check(out)
+            if msg:
+                self.fail(path, msg)
+        return out
+
+
+def validate(value: Any, rule: Field, path: str = "", where: str = "") -> Any:
+    """Validate and normalise ``value``; raise :class:`SchemaError` listing every problem."""
+    v = Validator()
+    out = v.run(value, rule, path)
+    if v.errors:
+        raise SchemaError(v.errors, where)
+    return out
+
+
+def unique_names(key: str = "name") -> Callable[[list], str | None]:
+    """A list rule: the items' ``key`` values are unique."""
+
+    def check(items: list) -> str | None:
+        seen, dups = set(), []
+        for item in items:
+            name = item.get(key) if isinstance(item, dict) else None
+            if name is None:
+                continue
+            if name in seen and name not in dups:
+                dups.append(name)
+            seen.add(name)
+        return f"duplicate {key}(s): {', '.join(map(str, dups))}; every {key} must be unique" if dups else None
+
+    return check
+
+
+def dns_label(doc: str = "a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)"):
+    return {"pattern": DNS_LABEL, "pattern_doc": doc, "max_length": 63}
+
+
+# Ansible argument spec types -> our types.
+_SPEC_TYPES = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "dict": "dict",
+    "list": "list",
+    "path": "path",
+}
+
+
+def from_argument_spec(option: dict) -> Field:
+    """A Field from one option of an Ansible role argument spec (meta/argument_specs.yml)."""
+    typ = _SPEC_TYPES.get(option.get("type", "str"), "raw")
+    kwargs: dict[str, Any] = {"type": typ, "required": bool(option.get("required", False))}
+    if "default" in option:
+        kwargs["default"] = option["default"]
+    if option.get("choices") is not None:
+        kwargs["choices"] = tuple(option["choices"])
+    desc = option.get("description")
+    if isinstance(desc, list):
+        desc = " ".join(desc)
+    kwargs["doc"] = str(desc or "")
+    kwargs["secret"] = bool(option.get("no_log", False))
+    if typ == "dict" and option.get("options"):
+        kwargs["options"] = {k: from_argument_spec(v or {}) for k, v in option["options"].items()}
+    if typ == "list" and option.get("elements"):
+        elem = {"type": option["elements"]}
+        if option.get("options"):
+            elem["options"] = option["options"]
+        kwargs["elements"] = from_argument_spec(elem)
+    return Field(**kwargs)

@@ -1,0 +1,405 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving part of the deployment intent: one entry per planned model.
+
+Everything here follows what KServe v0.20.0's LLMInferenceService controller does with a spec
+(docs/upstream.md lists the sources): KServe creates the vLLM workloads, the llm-d scheduler
+(EPP Deployment, Service, RBAC), the InferencePool and the HTTPRoute from the service and its
+presets; we render the service, the EPP configuration it carries inline, the objectives, the
+KV cache tier, autoscaling and monitoring around it. The intent only holds values; the
+templates of the serving roles give them shape.
+"""
+
+from __future__ import annotations
+
+from ..planner import data as catalog
+from . import engine, monitoring, quantity, scheduler
+
+# GPU device plugin resource per GPU vendor (planner catalog `vendor`).
+GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+# vLLM ports in KServe v0.20.0's presets: the decode pod of a P/D service runs vLLM on 8001
+# behind the llm-d routing sidecar on 8000 (config-llm-decode-template.yaml).
+VLLM_PORT = 8000
+VLLM_DECODE_PORT = 8001
+NIXL_SIDE_CHANNEL_PORT = 5600
+LMCACHE_CONFIG_DIR = "/etc/lmcache"
+# What KServe puts on the workload pods it creates (pkg/constants; config-llm-scheduler.yaml).
+KSERVE_POD_SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of", "kserve.io/component")
+# The pool label KServe's role values use (llm-d.ai/role: both | prefill | decode).
+ROLE_LABEL = "llm-d.ai/role"
+
+
+class IntentError(ValueError):
+    """The plan cannot be expressed as a KServe v0.20.0 service (with the reason)."""
+
+
+def names(name: str, worker: bool, disaggregated: bool) -> dict:
+    """Names of the objects KServe derives from a service name (kmeta.ChildName, <= 38 chars keep them literal)."""
+    main = f"{name}-kserve-mn" if worker else f"{name}-kserve"
+    return {
+        "service": name,
+        "pool": f"{name}-inference-pool",
+        "epp_service": f"{name}-epp-service",
+        "epp_deployment": f"{name}-kserve-router-scheduler",
+        "route": f"{name}-kserve-route",
+        "workload_service": f"{name}-kserve-workload-svc",
+        "main_workload": main,
+        "main_workload_kind": "LeaderWorkerSet" if worker else "Deployment",
+        "prefill_workload": f"{name}-kserve-mn-prefill" if worker else f"{name}-kserve-prefill",
+        "lmcache_config": f"{name}-lmcache",
+        "lmcache_server": f"{name}-lmcache-server",
+        "scaledobject": f"{name}-scaler",
+        "escalation": f"{name}-escalation",
+        "prometheus_rule": f"{name}-slo",
+    }
+
+
+def _decision(out: list, model: str, what: str, choice, why: str) -> None:
+    out.append({"model": model, "what": what, "choice": choice, "why": why})
+
+
+class _Model:
+    """Builds one model's serving intent from its plan and the site."""
+
+    def __init__(self, site: dict, entry: dict, common_labels: dict):
+        self.site = site
+        self.model = entry["model"]
+        self.plan = entry["plan"]
+        self.name = self.model["name"]
+        self.options = site["options"]
+        self.components = site["components"]
+        self.hardware = site["hardware"]
+        self.decisions: list[dict] = []
+        self.labels = {**common_labels, "inference.blueprints/model": self.name}
+        pools = self.plan.get("pools") or {}
+        self.disaggregated = bool(self.plan.get("disaggregated")) and bool(pools.get("prefill"))
+        self.pools = (
+            {"prefill": pools["prefill"], "main": pools["decode"]}
+            if self.disaggregated
+            else {"main": pools.get("serve") or pools.get("decode")}
+        )
+        if not self.pools["main"]:
+            raise IntentError(f"{self.name}: the plan has no serving pool")
+
+    # ------------------------------------------------------------------ connector / offload
+    def connector_names(self) -> list[str]:
+        conn = self.plan.get("kv_connector") or {}
+        names_ = [conn.get("name")] + [c.get("name") for c in conn.get("connectors") or []]
+        return [n for n in names_ if n]
+
+    def rdma(self) -> bool:
+        conn = self.plan.get("kv_connector") or {}
+        transports = [conn.get("transport") or ""] + [c.get("transport") or "" for c in conn.get("connectors") or []]
+        return any("rdma" in t for t in transports)
+
+    def nixl(self) -> bool:
+        return any(n.startswith("Nixl") for n in self.connector_names())
+
+    def lmcache(self) -> bool:
+        """LMCache in-process (LMCacheConnectorV1): only attention-only models (the compat table)."""
+        return any(n == "LMCacheConnectorV1" for n in self.connector_names())
+
+    def offload(self, key: str = "main") -> dict:
+        """The plan's KV tier of one pool (pools.<role>.kv_offload), or {}."""
+        off = self.pools[key].get("kv_offload") or {}
+        return off if off.get("tier") not in (None, "none") else {}
+
+    def kserve_offloading(self) -> dict | None:
+        """spec.kvCacheOffloading when the plan's only connector is vLLM's native OffloadingConnector:
+        KServe's preset then emits the same --kv-transfer-config itself (vLLM >= 0.22)."""
+        off = self.offload()
+        if not off.get("kserve_kv_cache_offloading"):
+            return None
+        return {"cpu": quantity.format_bytes(int(off["cpu_bytes_to_use"]))}
+
+    # ------------------------------------------------------------------ workloads
+    def _parallelism(self, pool: dict) -> tuple[dict, bool]:
+        tp, pp, dp, ep = (int(pool.get(k) or 1) for k in ("tp", "pp", "dp", "ep"))
+        par: dict = {"tensor": tp}
+        gpn = self._gpus_per_node(pool)
+        if pp > 1:
+            if tp * pp > gpn:
+                raise IntentError(
+                    f"{self.name}: the plan runs pipeline parallelism across nodes (TP={tp} x PP={pp} > {gpn} GPUs per "
+                    "node); KServe v0.20.0 ships no pipeline-parallel multi-node preset "
+                    "(kserve-config-llm-worker-pipeline-parallel is not installed), so it cannot be served"
+                )
+            par["pipeline"] = pp
+            return par, False
+        if dp > 1:
+            local = max(1, min(dp, gpn // tp))
+            if dp % local:
+                raise IntentError(f"{self.name}: DP={dp} does not split into {local} ranks per node")
+            par.update({"data": dp, "dataLocal": local})
+            if ep > 1:
+                par["expert"] = True
+            return par, True
+        return par, False
+
+    def _gpus_per_node(self, pool: dict) -> int:
+        if (
+            pool.get("gpu")
+            and pool.get("gpu") == self.hardware.get("decode_gpu")
+            and self.hardware.get("decode_gpus_per_node")
+        ):
+            return int(self.hardware["decode_gpus_per_node"])
+        return int(self.hardware["gpus_per_node"])
+
+    def _resources(self, pool: dict, gpus_per_pod: int) -> dict:
+        gpu = catalog.gpus()[pool.get("gpu") or self.hardware["gpu"]]
+        res_opt = dict(self.options["model_service"]["model_service_default_resources"])
+        res_opt.update(pool.get("resources") or {})
+        memory = quantity.parse(res_opt["memory"])
+        off = pool.get("kv_offload") or {}
+        if off.get("gib_per_pod"):
+            # the CPU tier of every rank in the pod (vLLM allocates it per engine core)
+            memory += quantity.parse(quantity.gib(off["gib_per_pod"]))
+        limits = {GPU_RESOURCE[gpu.get("vendor", "nvidia")]: str(gpus_per_pod)}
+        if self.rdma():
+            limits[self.options["model_service"]["model_service_rdma_resource"]] = "1"
+        requests = {**limits, "cpu": str(res_opt["cpu"]), "memory": quantity.format_bytes(memory)}
+        limits = {**limits, "memory": quantity.format_bytes(memory)}
+        return {"requests": requests, "limits": limits}
+
+    def _env(self, pool: dict, dp_preset: bool) -> list[dict]:
+        ms = self.options["model_service"]
+        args = engine.additional_args(
+            pool.get("engine_args") or self.plan.get("engine_args") or [],
+            data_parallel_preset=dp_preset,
+            drop=("kv-transfer-config",) if self.kserve_offloading() else (),
+            vllm_version=self.plan.get("vllm_version", "0.33.0"),
+        )
+        env = [{"name": "VLLM_ADDITIONAL_ARGS", "value": args}]
+        env += [{"name": k, "value": str(v)} for k, v in sorted((pool.get("engine_env") or {}).items())]
+        if self.nixl():
+            env += [
+                {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)},
+                {
+                    "name": "UCX_TLS",
+                    "value": ms["model_service_ucx_tls_rdma"] if self.rdma() else ms["model_service_ucx_tls_tcp"],
+                },
+            ]
+        if self.rdma() and self.hardware.get("rdma_fabric", "roce") == "roce":
+            # KServe's presets detect the active mlx5 HCAs and the RoCE v2 GID index and export
+            # NCCL_IB_HCA, UCX_NET_DEVICES and the *_IB_GID_INDEX variables when this is set.
+            env.append({"name": "KSERVE_INFER_ROCE", "value": "true"})
+        if self.lmcache():
+            env += [
+                {"name": "LMCACHE_CONFIG_FILE", "value": f"{LMCACHE_CONFIG_DIR}/lmcache.yaml"},
+                {"name": "PYTHONHASHSEED", "value": "0"},
+                {"name": "PROMETHEUS_MULTIPROC_DIR", "value": "/tmp/lmcache_prometheus"},
+            ]
+        return env
+
+    def _shm(self, pool: dict) -> str:
+        """/dev/shm: the configured size, plus vLLM's native CPU KV tier, which lives there on NVIDIA."""
+        base = quantity.parse(self.options["model_service"]["model_service_shm_size"])
+        tier = (pool.get("kv_offload") or {}).get("shm_gib_per_pod") or 0
+        return quantity.format_bytes(base + quantity.parse(quantity.gib(tier)) if tier else base)
+
+    def _pod(self, pool: dict, dp_preset: bool, gpus_per_pod: int) -> dict:
+        ms = self.options["model_service"]
+        container: dict = {
+            "name": "main",
+            "env": self._env(pool, dp_preset),
+            "resources": self._resources(pool, gpus_per_pod),
+        }
+        mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self._shm(pool)}}]
+        if self.lmcache():
+            mounts += [
+                {"name": "lmcache-config", "mountPath": LMCACHE_CONFIG_DIR, "readOnly": True},
+                {"name": "lmcache-metrics", "mountPath": "/tmp/lmcache_prometheus"},
+            ]
+            volumes += [
+                {"name": "lmcache-config", "configMap": {"name": names(self.name, False, False)["lmcache_config"]}},
+                {"name": "lmcache-metrics", "emptyDir": {}},
+            ]
+        container["volumeMounts"] = mounts
+        if self.rdma() and not dp_preset:
+            # RDMA memory registration needs locked memory. The data-parallel presets add IPC_LOCK
+            # themselves (with SYS_RAWIO and NET_RAW); capabilities.add is replaced, not merged.
+            container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        spec: dict = {"containers": [container], "volumes": volumes}
+        tolerations = self.site.get("spot_tolerations") or []
+        if tolerations:
+            spec["tolerations"] = tolerations
+        if self.hardware.get("decode_gpu"):
+            products = (ms.get("model_service_gpu_products") or {}).get(pool.get("gpu") or self.hardware["gpu"]) or []
+            if products:
+                spec["affinity"] = {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "nvidia.com/gpu.product", "operator": "In", "values": products}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+        return spec
+
+    def workload(self, key: str, autoscaled: bool) -> dict:
+        pool = self.pools[key]
+        role = "prefill" if key == "prefill" else ("decode" if self.disaggregated else "serve")
+        par, dp_preset = self._parallelism(pool)
+        gpus_per_replica = int(pool.get("gpus_per_replica") or 1)
+        tp = par["tensor"]
+        gpus_per_pod = par.get("dataLocal", 1) * tp if dp_preset else gpus_per_replica
+        out = {
+            "role": role,
+            "replicas": None if autoscaled else int(pool.get("replicas") or 1),
+            "parallelism": par,
+            "labels": {"inference.blueprints/model": self.name, "inference.blueprints/pool": role},
+            "template": self._pod(pool, dp_preset, gpus_per_pod),
+            # `worker` selects KServe's data-parallel presets (LeaderWorkerSet); their group size is
+            # data/dataLocal, 1 when one node holds every rank. The presets fill the worker pods.
+            "worker": {} if dp_preset else None,
+            "gpus_per_pod": gpus_per_pod,
+            "vllm_port": VLLM_DECODE_PORT if role == "decode" else VLLM_PORT,
+        }
+        if dp_preset:
+            _decision(
+                self.decisions,
+                self.name,
+                f"{role} workload",
+                f"LeaderWorkerSet, data={par['data']} dataLocal={par['dataLocal']}"
+                + (" expert" if par.get("expert") else ""),
+                "data parallelism through spec.parallelism and a worker, so KServe's data-parallel preset starts "
+                "the DP ranks (--data-parallel-*, --api-server-count, IPC_LOCK/SYS_RAWIO, 8Gi shm)",
+            )
+        return out
+
+    # ------------------------------------------------------------------ the rest
+    def autoscaling(self) -> dict | None:
+        auto = self.plan.get("autoscaling") or {}
+        policy = self.plan.get("policy") or {}
+        main = self.pools["main"]
+        replicas = int(main.get("replicas") or 1)
+        scale_to_zero = bool(auto.get("scale_to_zero", policy.get("scale_to_zero", False)))
+        min_replicas = int(auto.get("min_replicas", 0 if scale_to_zero else 1))
+        max_replicas = max(int(auto.get("max_replicas") or replicas), replicas, 1)
+        if "serving_autoscaling" not in self.components or not (scale_to_zero or max_replicas > replicas):
+            return None
+        return {"scale_to_zero": scale_to_zero, "min_replicas": min_replicas, "max_replicas": max_replicas}
+
+    def build(self) -> dict:
+        auto = self.autoscaling()
+        main = self.workload("main", autoscaled=auto is not None)
+        prefill = self.workload("prefill", autoscaled=False) if self.disaggregated else None
+        worker = main["worker"] is not None
+        nm = names(self.name, worker, self.disaggregated)
+        sched_on = "inference_scheduler" in self.components
+        served = self.model.get("served_name") or self.model["id"]
+        annotations = {
+            "inference.blueprints/model-id": self.model["id"],
+            "inference.blueprints/layout": " ".join(
+                f"{w['role']}:{w['replicas'] if w['replicas'] is not None else 'auto'}x{w['gpus_per_pod']}gpu"
+                for w in ([prefill] if prefill else []) + [main]
+            ),
+        }
+        if self.rdma() and self.hardware.get("rdma_fabric", "roce") == "roce":
+            no = self.options["network_operator"]
+            net_ns = no["network_operator_network_namespace"] or self.site["serving_namespace"]
+            # Multus secondary network on the RDMA NIC (KServe copies k8s.v1.cni.cncf.io annotations to pods).
+            annotations["k8s.v1.cni.cncf.io/networks"] = f"{net_ns}/{no['network_operator_network_name']}"
+        out = {
+            "name": self.name,
+            "model_id": self.model["id"],
+            "served_name": served,
+            "uri": (self.model.get("artifact") or {}).get("uri"),
+            "labels": self.labels,
+            "annotations": annotations,
+            "names": nm,
+            "disaggregated": self.disaggregated,
+            "main": main,
+            "prefill": prefill,
+            "kv_cache_offloading": self.kserve_offloading(),
+            "scheduler": self._scheduler() if sched_on else None,
+            "autoscaling": auto,
+            "nixl": self.nixl(),
+            "rdma": self.rdma(),
+            "lmcache": self.lmcache() and "kv_cache" in self.components,
+            "offload": self.offload() or None,
+            "speculative": self.plan.get("speculative"),
+            "expert_parallel": any(w["parallelism"].get("expert") for w in (prefill, main) if w),
+            "roles": [w["role"] for w in (prefill, main) if w],
+            "slo": self.plan.get("slo") or {},
+            "policy": self.plan.get("policy") or {},
+        }
+        out["kv_cache"] = self._kv_cache(nm) if out["lmcache"] else None
+        out["monitoring"] = monitoring.model_rules(out, self.site, self.options["observability"])
+        out["decisions"] = self.decisions
+        return out
+
+    def _kv_cache(self, nm: dict) -> dict:
+        """LMCache (in-process LMCacheConnectorV1, attention-only models): its configuration and, for a
+        pool every worker shares, the LMCache server they reach over lm://."""
+        kc = self.options["kv_cache"]
+        off = self.offload()
+        cfg: dict = {"chunk_size": kc["kv_cache_chunk_size"], "local_cpu": off.get("tier") in ("dram", "nvme")}
+        # max_local_cpu_size is per LMCache engine, one per vLLM worker (the plan sizes it per rank)
+        cfg["max_local_cpu_size"] = float(off.get("lmcache_max_local_cpu_size") or 5.0)
+        if off.get("tier") == "nvme":
+            cfg.update(local_disk=f"file://{kc['kv_cache_disk_path']}/", max_local_disk_size=float(off["gib_per_rank"]))
+        server = None
+        if off.get("shared"):
+            port = kc["kv_cache_server_port"]
+            ns = self.site["serving_namespace"]
+            cfg.update(remote_url=f"lm://{nm['lmcache_server']}.{ns}.svc:{port}", remote_serde="naive")
+            server = {
+                "name": nm["lmcache_server"],
+                "image": kc["kv_cache_server_image"],
+                "port": port,
+                "replicas": kc["kv_cache_server_replicas"],
+                "resources": kc["kv_cache_server_resources"],
+                "labels": {
+                    **self.labels,
+                    "app.kubernetes.io/name": nm["lmcache_server"],
+                    "app.kubernetes.io/component": "kv-cache",
+                },
+            }
+        return {"config_map": nm["lmcache_config"], "config": cfg, "server": server}
+
+    def _scheduler(self) -> dict:
+        opts = self.options["inference_scheduler"]
+        weights = self.site.get("scorer_weights") or opts["inference_scheduler_weights"]
+        cfg = scheduler.epp_config(
+            self.disaggregated,
+            weights,
+            int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
+        )
+        return {
+            "config": cfg,
+            "objectives": [
+                {
+                    "name": f"{self.name}-{c['name']}",
+                    "class": c["name"],
+                    "priority": int(c["priority"]),
+                    "labels": {**self.labels, "inference.blueprints/priority-class": c["name"]},
+                }
+                for c in self.site.get("priority_classes") or []
+            ],
+            "objective_api_version": scheduler.OBJECTIVE_API_VERSION,
+            "objective_header": scheduler.OBJECTIVE_HEADER,
+            "pool_group": scheduler.POOL_GROUP,
+            "router": scheduler.ROUTER,
+        }
+
+
+def build(site: dict, plans: list[dict], intent: dict) -> dict:
+    models = [_Model(site, entry, intent["labels"]).build() for entry in plans]
+    for m in models:
+        intent["decisions"].extend(m.pop("decisions"))
+    ns = site["serving_namespace"]
+    return {
+        "namespace": ns,
+        "models": models,
+        "autoscaling": monitoring.autoscaling_common(site, models),
+        "metrics_reader": monitoring.metrics_reader(site, models),
+        "escalation": monitoring.escalation(site, models),
+    }

@@ -1,0 +1,178 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""From a cluster's inventory variables to a validated site and its plans.
+
+``resolve()`` validates one cluster host's variables against the inventory definition
+(``inventory.py``) and its blueprint file, fills defaults once, and ``plan_models()`` runs the
+planner for every model through the one inventory-to-planner mapping (``planner_inputs``).
+The site action plugin and the ``blueprints`` CLI both call these, with the same variables.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+
+from ..planner import PlanError, plan
+from ..planner.inputs import plain
+from . import blueprint as bp_mod
+from . import inventory
+from .schema import MISSING, Field, SchemaError, validate
+
+# Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
+FOREIGN_PREFIXES = ("ansible_", "molecule_", "_")
+HARDWARE_FIELDS = (
+    "gpu",
+    "gpus_per_node",
+    "nodes",
+    "interconnect",
+    "decode_gpu",
+    "decode_gpus_per_node",
+    "decode_nodes",
+)
+MODEL_PLANNER_FIELDS = ("weights", "kv_cache_dtype", "max_model_len", "contexts", "gpu_memory_utilization")
+
+_PLAN_CACHE: dict[str, dict] = {}
+
+
+def misspelled_variables(names, ignore=()) -> list[tuple[str, str]]:
+    """Errors for variables that are not ours but look like one of ours (a typo must not pass).
+
+    Variables far from every known name are the user's own and are left alone.
+    """
+    known = inventory.all_variables()
+    out = []
+    for name in sorted(names):
+        if name in known or name in ignore or name.startswith(FOREIGN_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+        if close:
+            out.append((name, f"unknown variable (did you mean {close[0]!r}?); nothing of this site reads {name!r}"))
+    return out
+
+
+def _pick(hostvars: dict, defaults: dict, key: str):
+    value = hostvars.get(key)
+    if value is None:
+        value = defaults.get(key)
+    return value
+
+
+def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=()) -> dict:
+    """Validate one cluster's variables; return the site with every default filled.
+
+    ``hostvars`` holds the host's variables (templated; at least every known one), ``names``
+    every variable name the host has (for the typo check; default: ``hostvars``' keys) and
+    ``ignore`` names that are Ansible's own (magic variables). Raises SchemaError listing every
+    problem, each with its path.
+    """
+    hostvars = plain(dict(hostvars))
+    where = f"host {host}"
+    errors = misspelled_variables(names if names is not None else hostvars, ignore)
+    name = hostvars.get("blueprint")
+    if not name:
+        errors.append(("blueprint", "required: the name of a blueprint data file (blueprints/<name>.yml)"))
+        raise SchemaError(errors, where)
+    bdir = bp_mod.find_dir([hostvars.get("blueprints_dir") or "", *bdir_candidates])
+    try:
+        blueprint = bp_mod.load(str(name), bdir)
+    except SchemaError as e:
+        raise SchemaError(errors + e.errors, e.where or where) from None
+    bdefaults = blueprint["defaults"]
+
+    site_in = {k: _pick(hostvars, bdefaults, k) for k in inventory.SITE_FIELDS}
+    options_in = {}
+    for role in inventory.component_names():
+        for opt in inventory.component_options(role):
+            value = _pick(hostvars, bdefaults, opt)
+            if value is not None:
+                options_in[opt] = value
+    schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
+    try:
+        resolved = validate({**site_in, **options_in}, schema, where=where)
+    except SchemaError as e:
+        raise SchemaError(errors + e.errors, where) from None
+    if errors:
+        raise SchemaError(errors, where)
+
+    site = {k: resolved[k] for k in inventory.SITE_FIELDS}
+    site["host"] = host
+    site["blueprint"] = blueprint["name"]
+    site["blueprint_data"] = blueprint
+    site["components"] = list(blueprint["components"])
+    site["options"] = {
+        role: {opt: resolved[opt] for opt in inventory.component_options(role)} for role in inventory.component_names()
+    }
+    site["render_dir"] = site["render_dir"] or f"render/{site['site_name']}"
+    site["report_dir"] = site["report_dir"] or f"reports/{site['site_name']}"
+    site["escalation"] = site["escalation"] or {"enabled": False, "endpoint": None, "model": None}
+    if site["escalation"]["enabled"] and not site["escalation"].get("endpoint"):
+        raise SchemaError(
+            [("escalation.endpoint", "required when escalation.enabled is true (an https:// URL)")], where
+        )
+    for model in site["models"]:
+        model["policy"] = {**blueprint["policy"], **(model.get("policy") or {})}
+        slo = {**_given(site.get("slo")), **_given(model.get("slo"))}
+        model["slo"] = slo or None
+        model["traffic"] = _given(model.get("traffic")) or None
+    site["traffic"] = _given(site.get("traffic")) or None
+    return site
+
+
+def _given(block) -> dict:
+    return {k: v for k, v in (block or {}).items() if v is not None}
+
+
+def planner_inputs(site: dict, model: dict) -> dict:
+    """The planner's inputs for one model of a site: the one inventory-to-planner mapping."""
+    inp = {
+        "model": model["id"],
+        "name": model["name"],
+        "blueprint": site["blueprint"],
+        "policy": dict(model["policy"]),
+        "policy_source": site["blueprint_data"]["path"] + (" + models[].policy" if model["policy"] else ""),
+    }
+    for k in HARDWARE_FIELDS:
+        if site["hardware"].get(k) is not None:
+            inp[k] = site["hardware"][k]
+    for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
+        if model.get(k) is not None:
+            inp[k] = model[k]
+    if site.get("traffic"):
+        # the blueprint's (or site's) example traffic: the planner fills only what the model leaves
+        # out, and fits it to the model's window
+        inp["traffic_defaults"] = site["traffic"]
+    return inp
+
+
+def _field_path(field: str, index: int) -> str:
+    if field in HARDWARE_FIELDS:
+        return f"hardware.{field}"
+    if field == "model":
+        return f"models[{index}].id"
+    if field == "blueprint":
+        return "blueprint"
+    return f"models[{index}].{field}"
+
+
+def plan_models(site: dict) -> list[dict]:
+    """``[{model, plan}]`` for every model of the site. Identical inputs are planned once per process."""
+    out, errors = [], []
+    for i, model in enumerate(site["models"]):
+        inp = planner_inputs(site, model)
+        key = json.dumps(inp, sort_keys=True, default=str)
+        if key not in _PLAN_CACHE:
+            try:
+                _PLAN_CACHE[key] = plan(copy.deepcopy(inp))
+            except PlanError as e:
+                errors.append((_field_path(e.field, i), e.message))
+                continue
+        out.append({"model": model, "plan": copy.deepcopy(_PLAN_CACHE[key])})
+    if errors:
+        raise SchemaError(errors, f"host {site['host']}")
+    return out
+
+
+def defaults_for(options: dict[str, Field]) -> dict:
+    return {k: f.default for k, f in options.items() if f.default is not MISSING}
