@@ -423,6 +423,49 @@ def test_multi_node_data_parallel(kcluster):
     assert all(leader_labels.get(k) == v for k, v in pool["spec"]["selector"]["matchLabels"].items())
 
 
+def test_scaling_with_wva_and_hpa(kcluster):
+    """spec.scaling: KServe creates the WVA VariantAutoscaling and an HPA on its metric."""
+    ns, name = namespace(kcluster, "kserve-scaling"), "scaled"
+    scaling = {"minReplicas": 1, "maxReplicas": 4, "wva": {"hpa": {}}}
+    res = apply(kcluster, llmisvc(name, ns, scaling=scaling, template={"containers": [container()]}))
+    assert res.returncode == 0, res.stderr
+    svc = wait_ready(kcluster, ns, name)
+    assert conditions(svc)["ScalingReady"] == "True"
+    va = must_get(kcluster, "variantautoscaling.llmd.ai", f"{name}-kserve-va", "-n", ns)
+    assert va["spec"]["scaleTargetRef"]["name"] == f"{name}-kserve"
+    assert (va["spec"]["minReplicas"], va["spec"]["maxReplicas"]) == (1, 4)
+    hpa = must_get(kcluster, "hpa", f"{name}-kserve-hpa", "-n", ns)
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{name}-kserve"}
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]
+    assert metric["name"] == "wva_desired_replicas"
+    assert metric["selector"]["matchLabels"] == {"variant_name": f"{name}-kserve-va"}
+
+
+def test_scaling_with_keda_needs_the_platform_prometheus(kcluster):
+    """With KEDA as actuator, KServe v0.20.0 reads Prometheus from inferenceservice-config.
+
+    KServe's own ConfigMap has no autoscaling-wva-controller-config key, so the service
+    stays not Ready with KServe's reason (and no ScaledObject is created).
+    """
+    ns, name = namespace(kcluster, "kserve-keda"), "keda"
+    scaling = {"minReplicas": 1, "maxReplicas": 4, "wva": {"keda": {}}}
+    res = apply(kcluster, llmisvc(name, ns, scaling=scaling, template={"containers": [container()]}))
+    assert res.returncode == 0, res.stderr
+
+    def refused():
+        c = {
+            x["type"]: x
+            for x in (get(kcluster, "llminferenceservice", name, "-n", ns) or {}).get("status", {}).get("conditions")
+            or []
+        }
+        return c.get("Ready", {}).get("status") == "False" and "prometheus.url is required" in c["Ready"].get(
+            "message", ""
+        )
+
+    wait_for(refused, what="KServe's refusal to build a ScaledObject without Prometheus")
+    assert get(kcluster, "scaledobject", "-n", ns)["items"] == []
+
+
 # ---------------------------------------------------------------------- process
 def test_missing_controller_binary_fails_loudly(tmp_path, monkeypatch):
     monkeypatch.setattr(kserve_controller, "BINARY", tmp_path / "llmisvc")

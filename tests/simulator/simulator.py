@@ -31,6 +31,9 @@ InferencePool                         ``parents[]`` for the (Accepted) Gateways 
                                       False/InvalidExtensionRef when the endpoint picker
                                       Service (``endpointPickerRef``) does not exist
 ScaledObject                          Ready/Active conditions
+HorizontalPodAutoscaler               AbleToScale/ScalingActive True, replicas at minReplicas
+                                      (kube-controller-manager's HPA controller once its
+                                      metrics flow; the local one does not run it)
 KedaController                        ``status.phase`` Installation Succeeded
 GatewayClass, Gateway                 Accepted (and Programmed, with listener status)
 Argo CD Application                   sync Synced, health Healthy
@@ -131,6 +134,7 @@ INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "Infe
 HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 SERVICE = Res("", "v1", "services", "Service")
 SCALEDOBJECT = Res("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+HPA = Res("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 KEDACONTROLLER = Res("keda.sh", "v1alpha1", "kedacontrollers", "KedaController")
 GATEWAYCLASS = Res("gateway.networking.k8s.io", "v1", "gatewayclasses", "GatewayClass", False)
 GATEWAY = Res("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
@@ -228,6 +232,7 @@ class Simulator:
             LWS: self.on_lws,
             INFERENCEPOOL: self.on_inferencepool,
             SCALEDOBJECT: self.on_scaledobject,
+            HPA: self.on_hpa,
             KEDACONTROLLER: self.on_kedacontroller,
             GATEWAYCLASS: self.on_gatewayclass,
             GATEWAY: self.on_gateway,
@@ -938,6 +943,32 @@ class Simulator:
         if _same_parents(have, parents):
             return
         self.patch_status(INFERENCEPOOL, obj, {"parents": parents})
+
+    def on_hpa(self, obj: dict) -> None:
+        spec, st = obj.get("spec") or {}, obj.get("status") or {}
+        want = [
+            cond("AbleToScale", "True", "ReadyForNewScale", "recommended size matches current size"),
+            cond(
+                "ScalingActive",
+                "True",
+                "ValidMetricFound",
+                "the HPA was able to successfully calculate a replica count",
+            ),
+            cond("ScalingLimited", "False", "DesiredWithinRange", "the desired count is within the acceptable range"),
+        ]
+        n = spec.get("minReplicas", 1)
+        if same_conditions(st.get("conditions"), want) and st.get("desiredReplicas") == n:
+            return
+        self.patch_status(
+            HPA,
+            obj,
+            {
+                "observedGeneration": obj["metadata"].get("generation", 1),
+                "currentReplicas": n,
+                "desiredReplicas": n,
+                "conditions": want,
+            },
+        )
 
     def on_scaledobject(self, obj: dict) -> None:
         spec, st = obj.get("spec") or {}, obj.get("status") or {}
