@@ -155,9 +155,10 @@ def script(c: dict) -> str:
 @pytest.fixture(scope="module")
 def kcluster(cluster_factory):
     cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True)
-    # The platform's Gateway, as the openshift_ai role creates it (GatewayClass
-    # openshift-default of the OpenShift ingress operator's openshift.io/gateway-controller/v1),
-    # and that KServe's inferenceservice-config names (kserveIngressGateway).
+    # The platform's Gateway, as the openshift_ai role creates it and that KServe's
+    # inferenceservice-config names (kserveIngressGateway): GatewayClass openshift-default of
+    # the OpenShift ingress operator's openshift.io/gateway-controller/v1 (red-hat-data-services
+    # ods-ci, ods_ci/tasks/Resources/Gateway/configure_gateway.sh).
     res = apply(
         cp,
         {
@@ -169,7 +170,11 @@ def kcluster(cluster_factory):
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "Gateway",
-            "metadata": {"name": GW_NAME, "namespace": GW_NS},
+            "metadata": {
+                "name": GW_NAME,
+                "namespace": GW_NS,
+                "labels": {"serving.kserve.io/gateway": "kserve-ingress-gateway"},
+            },
             "spec": {
                 "gatewayClassName": "openshift-default",
                 "listeners": [
