@@ -44,6 +44,17 @@ def test_waves_put_namespaces_and_crds_first_bindings_after_roles_webhooks_last(
     ]
 
 
+def test_objects_failing_for_one_reason_share_one_line():
+    items = [ka._Item(i, {**_o("Widget", f"w{i}", "example.com/v1")}) for i in range(3)]
+    err = kc.KindNotServed("the API server does not serve Widget in example.com/v1")
+    msg = str(ka._fail([(i, err) for i in items], "resolved", []))
+    assert msg == (
+        "3 objects could not be resolved: Widget w0 (example.com/v1), Widget w1 (example.com/v1), "
+        "Widget w2 (example.com/v1): the API server does not serve Widget in example.com/v1"
+    )
+    assert str(ka._fail([(items[0], err)], "resolved", [])) == f"Widget w0 (example.com/v1): {err}"
+
+
 def test_crd_kinds_lists_served_versions_of_batch_crds():
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -399,8 +399,15 @@ def _parallel(fn, items, catch=(kc.ClientError,)):
 
 
 def _fail(failures, verb, results):
-    lines = [str(err) if kc.ref(item.obj) in str(err) else f"{kc.ref(item.obj)}: {err}" for item, err in failures]
-    msg = lines[0] if len(lines) == 1 else f"{len(lines)} objects could not be {verb}: " + "; ".join(lines)
+    """One error for every failed object; objects that failed for the same reason share a line."""
+    reasons = {}
+    for item, err in failures:
+        text, ref = str(err), kc.ref(item.obj)
+        reasons.setdefault(text, [])
+        if ref not in text:
+            reasons[text].append(ref)
+    lines = [f"{', '.join(refs)}: {text}" if refs else text for text, refs in reasons.items()]
+    msg = lines[0] if len(failures) == 1 else f"{len(failures)} objects could not be {verb}: " + "; ".join(lines)
     return kc.ClientError(msg, results=results)
 
 
