@@ -234,7 +234,7 @@ class ControlPlane:
 
         # With the real KServe controller, LLMInferenceService status is KServe's to write.
         self.simulator = Simulator(
-            self.new_api_client(), delay=self.sim_delay, play_llmisvc=not self.kserve_enabled
+            self.new_api_client(), delay=self.sim_delay
         ).start()
 
     def stop(self) -> None:

@@ -60,10 +60,12 @@ BINARY = Path(os.environ.get("KCP_KSERVE_BIN", CACHE / "bin" / "llmisvc"))
 GO_MODULE_DIR = HERE / "kserve"
 MODULE = "github.com/kserve/kserve"
 
-# The switch: KCP_KSERVE=1 (or `cluster.py up --kserve`, ControlPlane(kserve=True)) runs the
-# real controller and stops the simulator from playing LLMInferenceService status.
+# The real controller runs by default: it alone decides LLMInferenceService readiness (the
+# simulator plays only kubelets and the gateway controller). KCP_KSERVE=0 (cluster.py up
+# --no-kserve, ControlPlane(kserve=False)) starts a control plane without it, for tests of
+# other components; nothing then reconciles LLMInferenceServices.
 ENV_SWITCH = "KCP_KSERVE"
-DEFAULT_ENABLED = False
+DEFAULT_ENABLED = True
 
 # OpenShift AI runs the KServe controllers in its applications namespace (POD_NAMESPACE is
 # what KServe's constants.KServeNamespace resolves to; kserve v0.20.0 pkg/constants) and

@@ -16,9 +16,6 @@ ClusterPolicy (nvidia.com)            ``status.state: ready`` + Ready condition
 NicClusterPolicy (mellanox.com)       ``status.state: ready``
 NodeFeatureDiscovery                  conditions Available/Upgradeable True
 DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
-LLMInferenceService                   Ready conditions, ``status.url`` and ``addresses``
-                                      (only with ``play_llmisvc``, the default; off when the
-                                      real KServe controller runs and writes it)
 Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
 LeaderWorkerSet                       Available condition, ready replicas
 HTTPRoute                             ``parents[]`` as the Gateway controller writes them, for
@@ -125,7 +122,6 @@ NICCLUSTERPOLICY = Res("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClu
 NFD = Res("nfd.openshift.io", "v1", "nodefeaturediscoveries", "NodeFeatureDiscovery")
 DSCI = Res("dscinitialization.opendatahub.io", "v1", "dscinitializations", "DSCInitialization", False)
 DSC = Res("datasciencecluster.opendatahub.io", "v1", "datascienceclusters", "DataScienceCluster", False)
-LLMISVC = Res("serving.kserve.io", "v1alpha2", "llminferenceservices", "LLMInferenceService")
 DEPLOYMENT = Res("apps", "v1", "deployments", "Deployment")
 STATEFULSET = Res("apps", "v1", "statefulsets", "StatefulSet")
 DAEMONSET = Res("apps", "v1", "daemonsets", "DaemonSet")
@@ -203,7 +199,6 @@ class Simulator:
         api_client: client.ApiClient,
         delay: float | None = None,
         catalog: Path = CATALOG,
-        play_llmisvc: bool = True,
     ):
         self.api = api_client
         self.catalog = load_catalog(catalog)
@@ -224,7 +219,6 @@ class Simulator:
             NFD: self.on_nfd,
             DSCI: self.on_dsci,
             DSC: self.on_dsc,
-            LLMISVC: self.on_llmisvc,
             DEPLOYMENT: self.on_deployment,
             HTTPROUTE: self.on_httproute,
             STATEFULSET: self.on_statefulset,
@@ -239,8 +233,6 @@ class Simulator:
             APPLICATION: self.on_application,
             MCP: self.on_mcp,
         }
-        if not play_llmisvc:
-            del self._handlers[LLMISVC]
         # Changes to these re-trigger objects of other kinds: (kind, same namespace only).
         self._triggers: dict[Res, list[tuple[Res, bool]]] = {
             HTTPROUTE: [(INFERENCEPOOL, True)],
@@ -688,32 +680,6 @@ class Simulator:
         self._odh_ready(
             DSC, obj, {"installedComponents": installed, "observedGeneration": obj["metadata"].get("generation", 1)}
         )
-
-    def on_llmisvc(self, obj: dict) -> None:
-        md, st = obj["metadata"], obj.get("status") or {}
-        url = f"http://{md['name']}.{md['namespace']}.svc.cluster.local"
-        types = [
-            "Ready",
-            "MainWorkloadReady",
-            "WorkloadsReady",
-            "RouterReady",
-            "HTTPRoutesReady",
-            "InferencePoolReady",
-            "PresetsCombined",
-        ]
-        want = [cond(t, "True") for t in types]
-        if st.get("url") != url or not same_conditions(st.get("conditions"), want):
-            self.patch_status(
-                LLMISVC,
-                obj,
-                {
-                    "url": url,
-                    "address": {"url": url},
-                    "addresses": [{"name": "gateway-internal", "url": url}],
-                    "conditions": want,
-                    "observedGeneration": md.get("generation", 1),
-                },
-            )
 
     def on_deployment(self, obj: dict) -> None:
         md, st = obj["metadata"], obj.get("status") or {}

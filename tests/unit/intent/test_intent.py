@@ -393,3 +393,22 @@ def test_no_go_template_text_reaches_kserve(intents):
     """KServe runs text/template over the merged spec: a stray '{{' would break every reconcile."""
     for site, _intent, svc in _services(intents):
         assert "{{" not in json.dumps(svc["spec"]), site
+
+
+def _nulls(value, path=""):
+    if value is None:
+        yield path
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _nulls(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _nulls(v, f"{path}[{i}]")
+
+
+def test_no_rendered_object_carries_a_null(intents):
+    """A null is never what a site meant: the API server refuses typed fields set to null."""
+    for site, hosts in intents.items():
+        for host, intent in hosts.items():
+            for obj in objects_of(intent):
+                assert not list(_nulls(obj)), f"{site}/{host}: {obj['kind']} {obj['metadata']['name']}"

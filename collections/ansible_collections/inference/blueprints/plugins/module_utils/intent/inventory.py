@@ -175,6 +175,7 @@ TOLERATION = Field(
         "effect": Field("str", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
         "tolerationSeconds": Field("int"),
     },
+    drop_unset=True,
 )
 
 # Site variables. The blueprint file's `defaults` may set any of these except the ones in

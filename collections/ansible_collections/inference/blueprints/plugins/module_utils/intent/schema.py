@@ -74,6 +74,7 @@ class Field:
     check: Callable[[Any], str | None] | None = None  # extra rule: returns an error message or None
     doc: str = ""
     secret: bool = False  # never echo the value in messages
+    drop_unset: bool = False  # dict: leave out options that are not given (passed through to Kubernetes)
 
     def with_default(self, default: Any) -> Field:
         return Field(**{**self.__dict__, "default": default})
@@ -204,6 +205,8 @@ class Validator:
                 raw = value.get(key)
                 if raw is None and sub.default is not MISSING:
                     out[key] = sub.default
+                    continue
+                if raw is None and rule.drop_unset and not sub.required:
                     continue
                 out[key] = self.run(raw, sub, join_path(path, key))
         else:

@@ -33,8 +33,10 @@ class IntentError(ValueError):
     """The plan cannot be expressed as a KServe v0.20.0 service (with the reason)."""
 
 
-def names(name: str, worker: bool, disaggregated: bool) -> dict:
-    """Names of the objects KServe derives from a service name (kmeta.ChildName, <= 38 chars keep them literal)."""
+def names(name: str, worker: bool, prefill_worker: bool = False) -> dict:
+    """Names of the objects KServe derives from a service name (kmeta.ChildName, <= 38 chars keep them literal).
+
+    ``worker``/``prefill_worker``: the main/prefill workload is a LeaderWorkerSet (it has a worker)."""
     main = f"{name}-kserve-mn" if worker else f"{name}-kserve"
     return {
         "service": name,
@@ -45,7 +47,7 @@ def names(name: str, worker: bool, disaggregated: bool) -> dict:
         "workload_service": f"{name}-kserve-workload-svc",
         "main_workload": main,
         "main_workload_kind": "LeaderWorkerSet" if worker else "Deployment",
-        "prefill_workload": f"{name}-kserve-mn-prefill" if worker else f"{name}-kserve-prefill",
+        "prefill_workload": f"{name}-kserve-mn-prefill" if prefill_worker else f"{name}-kserve-prefill",
         "lmcache_config": f"{name}-lmcache",
         "lmcache_server": f"{name}-lmcache-server",
         "scaledobject": f"{name}-scaler",
@@ -213,7 +215,7 @@ class _Model:
                 {"name": "lmcache-metrics", "mountPath": "/tmp/lmcache_prometheus"},
             ]
             volumes += [
-                {"name": "lmcache-config", "configMap": {"name": names(self.name, False, False)["lmcache_config"]}},
+                {"name": "lmcache-config", "configMap": {"name": names(self.name, False)["lmcache_config"]}},
                 {"name": "lmcache-metrics", "emptyDir": {}},
             ]
         container["volumeMounts"] = mounts
@@ -291,8 +293,7 @@ class _Model:
         auto = self.autoscaling()
         main = self.workload("main", autoscaled=auto is not None)
         prefill = self.workload("prefill", autoscaled=False) if self.disaggregated else None
-        worker = main["worker"] is not None
-        nm = names(self.name, worker, self.disaggregated)
+        nm = names(self.name, main["worker"] is not None, bool(prefill and prefill["worker"] is not None))
         sched_on = "inference_scheduler" in self.components
         served = self.model.get("served_name") or self.model["id"]
         annotations = {

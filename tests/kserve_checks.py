@@ -1,0 +1,226 @@
+"""What the real KServe controller made of a converged site, checked against its deployment intent.
+
+Used by the integration tests and by every molecule scenario's verify step
+(``python -m tests.kserve_checks --site inventories/<site> --kubeconfig ...``). Each check is
+about behaviour on the cluster, not about our own YAML: the controller's workloads run the
+engine arguments and resources we planned, its scheduler runs our EPP configuration, its
+InferencePool selects the pods its workloads create, our monitors and autoscalers select
+objects that exist, and every service is Ready by KServe's own conditions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _get(dyn, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    try:
+        return dyn.resources.get(api_version=api_version, kind=kind).get(namespace=namespace, name=name).to_dict()
+    except NotFoundError:
+        return None
+
+
+def _list(dyn, api_version: str, kind: str, namespace: str) -> list[dict]:
+    return [o.to_dict() for o in dyn.resources.get(api_version=api_version, kind=kind).get(namespace=namespace).items]
+
+
+def _container(pod_spec: dict, name: str = "main") -> dict:
+    return next((c for c in pod_spec.get("containers") or [] if c["name"] == name), {})
+
+
+def _env(container: dict) -> dict:
+    return {e["name"]: e.get("value") for e in container.get("env") or []}
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def _pod_templates(dyn, ns: str, m: dict) -> dict[str, dict]:
+    """role -> pod template (metadata + spec) of the workloads KServe created for model m."""
+    out = {}
+    names = m["names"]
+    for wl in (m["prefill"], m["main"]):
+        if not wl:
+            continue
+        lws = wl["worker"] is not None
+        name = names["prefill_workload"] if wl["role"] == "prefill" else names["main_workload"]
+        if lws:
+            obj = _get(dyn, "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", ns, name)
+            tmpl = (obj or {}).get("spec", {}).get("leaderWorkerTemplate", {}).get("leaderTemplate") if obj else None
+        else:
+            obj = _get(dyn, "apps/v1", "Deployment", ns, name)
+            tmpl = obj["spec"]["template"] if obj else None
+        out[wl["role"]] = {"object": obj, "template": tmpl, "kind": "LeaderWorkerSet" if lws else "Deployment", "name": name}
+    return out
+
+
+def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, dict]:
+    pods = _pod_templates(dyn, ns, m)
+    for wl in (m["prefill"], m["main"]):
+        if not wl:
+            continue
+        got = pods[wl["role"]]
+        where = f"{m['name']}/{wl['role']} {got['kind']} {got['name']}"
+        if got["template"] is None:
+            problems.append(f"{where}: KServe created no such workload")
+            continue
+        main = _container(got["template"]["spec"])
+        want = _container(wl["template"])
+        if "vllm serve" not in " ".join(main.get("command") or []):
+            problems.append(f"{where}: container main does not start vllm serve (the preset's command was replaced?)")
+        env, want_env = _env(main), _env(want)
+        for key, value in want_env.items():
+            if env.get(key) != value and value is not None:
+                problems.append(f"{where}: env {key}={env.get(key)!r}, the intent says {value!r}")
+        for side in ("requests", "limits"):
+            have = (main.get("resources") or {}).get(side) or {}
+            for res, qty in want["resources"][side].items():
+                if str(have.get(res)) != str(qty):
+                    problems.append(f"{where}: resources.{side}.{res}={have.get(res)!r}, the intent says {qty!r}")
+        shm = next((v for v in got["template"]["spec"].get("volumes") or [] if v["name"] == "dshm"), {})
+        want_shm = next(v for v in wl["template"]["volumes"] if v["name"] == "dshm")
+        if (shm.get("emptyDir") or {}).get("sizeLimit") != want_shm["emptyDir"]["sizeLimit"]:
+            problems.append(f"{where}: /dev/shm is {(shm.get('emptyDir') or {}).get('sizeLimit')}, not the planned size")
+        if got["kind"] == "LeaderWorkerSet":
+            size = got["object"]["spec"]["leaderWorkerTemplate"].get("size")
+            par = wl["parallelism"]
+            if size != max(par["data"] // par["dataLocal"], 1):
+                problems.append(f"{where}: group size {size} for data={par['data']} dataLocal={par['dataLocal']}")
+            args = " ".join(main.get("command") or [])
+            if "--data-parallel-size" not in args:
+                problems.append(f"{where}: KServe's data-parallel preset did not start the DP ranks")
+        if wl["replicas"] is not None:
+            have = (got["object"].get("spec") or {}).get("replicas")
+            if have != wl["replicas"]:
+                problems.append(f"{where}: replicas {have}, the plan says {wl['replicas']}")
+    return pods
+
+
+def _check_scheduler(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> None:
+    names = m["names"]
+    epp = _get(dyn, "apps/v1", "Deployment", ns, names["epp_deployment"])
+    if epp is None:
+        problems.append(f"{m['name']}: KServe created no scheduler Deployment {names['epp_deployment']}")
+        return
+    args = _container(epp["spec"]["template"]["spec"]).get("args") or []
+    text = args[args.index("--config-text") + 1] if "--config-text" in args else None
+    if text is None:
+        problems.append(f"{m['name']}: the scheduler does not get our EPP configuration (--config-text)")
+    else:
+        running = yaml.safe_load(text)
+        want = m["scheduler"]["config"]
+        for key in ("apiVersion", "featureGates", "schedulingProfiles"):
+            if running.get(key) != want.get(key):
+                problems.append(f"{m['name']}: the scheduler runs {key}={running.get(key)!r}, we configured {want.get(key)!r}")
+        if [p["type"] for p in running["plugins"]] != [p["type"] for p in want["plugins"]]:
+            problems.append(f"{m['name']}: the scheduler runs other plugins than we configured")
+    pool = _get(dyn, "inference.networking.k8s.io/v1", "InferencePool", ns, names["pool"])
+    if pool is None:
+        problems.append(f"{m['name']}: KServe created no InferencePool {names['pool']}")
+        return
+    selector = pool["spec"]["selector"]["matchLabels"]
+    for role, got in pods.items():
+        labels = ((got["template"] or {}).get("metadata") or {}).get("labels") or {}
+        if not _selects(selector, labels):
+            problems.append(f"{m['name']}: the InferencePool does not select the {role} pods ({selector} vs {labels})")
+    if pool["spec"]["endpointPickerRef"]["name"] != names["epp_service"]:
+        problems.append(f"{m['name']}: the pool's endpoint picker is {pool['spec']['endpointPickerRef']['name']}")
+    svc = _get(dyn, "v1", "Service", ns, names["epp_service"])
+    if svc is None:
+        problems.append(f"{m['name']}: no EPP Service {names['epp_service']}")
+        return
+    monitor = _get(dyn, "monitoring.coreos.com/v1", "ServiceMonitor", ns, f"{m['name']}-epp")
+    if monitor is not None:
+        if not _selects(monitor["spec"]["selector"]["matchLabels"], svc["metadata"].get("labels") or {}):
+            problems.append(f"{m['name']}: the EPP ServiceMonitor selects no EPP Service")
+        port = monitor["spec"]["endpoints"][0]["port"]
+        if port not in [p["name"] for p in svc["spec"]["ports"]]:
+            problems.append(f"{m['name']}: the EPP Service has no port {port!r} to scrape")
+    for o in m["scheduler"]["objectives"]:
+        obj = _get(dyn, m["scheduler"]["objective_api_version"], "InferenceObjective", ns, o["name"])
+        if obj is None or obj["spec"]["poolRef"]["name"] != names["pool"]:
+            problems.append(f"{m['name']}: objective {o['name']} does not point at the pool KServe created")
+
+
+def _check_route(dyn, ns: str, m: dict, problems: list[str]) -> None:
+    route = _get(dyn, "gateway.networking.k8s.io/v1", "HTTPRoute", ns, m["names"]["route"])
+    if route is None:
+        problems.append(f"{m['name']}: KServe created no HTTPRoute {m['names']['route']}")
+        return
+    refs = [b for r in route["spec"]["rules"] for b in r.get("backendRefs") or []]
+    if m["scheduler"] and not any(b.get("kind") == "InferencePool" and b["name"] == m["names"]["pool"] for b in refs):
+        problems.append(f"{m['name']}: the route does not send requests to the InferencePool")
+
+
+def _check_monitors(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> None:
+    for t in m["monitoring"]["vllm_targets"]:
+        mon = _get(dyn, "monitoring.coreos.com/v1", "PodMonitor", ns, t["name"])
+        if mon is None:
+            continue
+        sel = mon["spec"]["selector"]["matchLabels"]
+        if not any(_selects(sel, ((p["template"] or {}).get("metadata") or {}).get("labels") or {}) for p in pods.values()):
+            problems.append(f"{m['name']}: PodMonitor {t['name']} selects none of the workloads' pods")
+
+
+def _check_ready(dyn, ns: str, m: dict, problems: list[str]) -> None:
+    svc = _get(dyn, "serving.kserve.io/v1alpha2", "LLMInferenceService", ns, m["name"])
+    conds = {c["type"]: c for c in ((svc or {}).get("status") or {}).get("conditions") or []}
+    ready = conds.get("Ready", {})
+    if ready.get("status") != "True":
+        seen = {k: (c["status"], c.get("reason"), c.get("message")) for k, c in conds.items() if c["status"] != "True"}
+        problems.append(f"{m['name']}: not Ready according to KServe: {seen}")
+
+
+def _check_autoscaling(dyn, ns: str, intent: dict, problems: list[str]) -> None:
+    for a in (intent["serving"].get("autoscaling") or {}).get("scaled_objects", []):
+        t = a["target"]
+        if _get(dyn, t["apiVersion"], t["kind"], ns, t["name"]) is None:
+            problems.append(f"ScaledObject {a['name']} scales {t['kind']} {t['name']}, which KServe did not create")
+
+
+def check_intent(dyn, intent: dict) -> list[str]:
+    """Every problem with what KServe made of one cluster's serving intent."""
+    problems: list[str] = []
+    ns = intent["serving"]["namespace"]
+    for m in intent["serving"]["models"]:
+        pods = _check_workloads(dyn, ns, m, problems)
+        if m["scheduler"]:
+            _check_scheduler(dyn, ns, m, pods, problems)
+        _check_route(dyn, ns, m, problems)
+        _check_monitors(dyn, ns, m, pods, problems)
+        _check_ready(dyn, ns, m, problems)
+    _check_autoscaling(dyn, ns, intent, problems)
+    return problems
+
+
+def main(argv=None) -> int:
+    from kubernetes import config, dynamic
+
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--site", required=True)
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("-e", "--extra-vars", action="append", default=[])
+    a = ap.parse_args(argv)
+    dyn = dynamic.DynamicClient(config.new_client_from_config(config_file=a.kubeconfig))
+    intents = cli.site_intents(a.site, None, cli._parse_extra_vars(a.extra_vars))
+    report = {host: check_intent(dyn, intent) for host, intent in intents.items()}
+    print(json.dumps(report, indent=2))
+    return 1 if any(report.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
