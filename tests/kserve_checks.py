@@ -62,8 +62,32 @@ def _pod_templates(dyn, ns: str, m: dict) -> dict[str, dict]:
         else:
             obj = _get(dyn, "apps/v1", "Deployment", ns, name)
             tmpl = obj["spec"]["template"] if obj else None
-        out[wl["role"]] = {"object": obj, "template": tmpl, "kind": "LeaderWorkerSet" if lws else "Deployment", "name": name}
+        kind = "LeaderWorkerSet" if lws else "Deployment"
+        out[wl["role"]] = {"object": obj, "template": tmpl, "kind": kind, "name": name}
     return out
+
+
+def _check_container(where: str, main: dict, want: dict, problems: list[str]) -> None:
+    if "vllm serve" not in " ".join(main.get("command") or []):
+        problems.append(f"{where}: container main does not start vllm serve (the preset's command was replaced?)")
+    env = _env(main)
+    for key, value in _env(want).items():
+        if env.get(key) != value and value is not None:
+            problems.append(f"{where}: env {key}={env.get(key)!r}, the intent says {value!r}")
+    for side in ("requests", "limits"):
+        have = (main.get("resources") or {}).get(side) or {}
+        for res, qty in want["resources"][side].items():
+            if str(have.get(res)) != str(qty):
+                problems.append(f"{where}: resources.{side}.{res}={have.get(res)!r}, the intent says {qty!r}")
+
+
+def _check_lws(where: str, got: dict, wl: dict, main: dict, problems: list[str]) -> None:
+    size = got["object"]["spec"]["leaderWorkerTemplate"].get("size")
+    par = wl["parallelism"]
+    if size != max(par["data"] // par["dataLocal"], 1):
+        problems.append(f"{where}: group size {size} for data={par['data']} dataLocal={par['dataLocal']}")
+    if "--data-parallel-size" not in " ".join(main.get("command") or []):
+        problems.append(f"{where}: KServe's data-parallel preset did not start the DP ranks")
 
 
 def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, dict]:
@@ -77,35 +101,45 @@ def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, di
             problems.append(f"{where}: KServe created no such workload")
             continue
         main = _container(got["template"]["spec"])
-        want = _container(wl["template"])
-        if "vllm serve" not in " ".join(main.get("command") or []):
-            problems.append(f"{where}: container main does not start vllm serve (the preset's command was replaced?)")
-        env, want_env = _env(main), _env(want)
-        for key, value in want_env.items():
-            if env.get(key) != value and value is not None:
-                problems.append(f"{where}: env {key}={env.get(key)!r}, the intent says {value!r}")
-        for side in ("requests", "limits"):
-            have = (main.get("resources") or {}).get(side) or {}
-            for res, qty in want["resources"][side].items():
-                if str(have.get(res)) != str(qty):
-                    problems.append(f"{where}: resources.{side}.{res}={have.get(res)!r}, the intent says {qty!r}")
+        _check_container(where, main, _container(wl["template"]), problems)
         shm = next((v for v in got["template"]["spec"].get("volumes") or [] if v["name"] == "dshm"), {})
         want_shm = next(v for v in wl["template"]["volumes"] if v["name"] == "dshm")
         if (shm.get("emptyDir") or {}).get("sizeLimit") != want_shm["emptyDir"]["sizeLimit"]:
-            problems.append(f"{where}: /dev/shm is {(shm.get('emptyDir') or {}).get('sizeLimit')}, not the planned size")
+            problems.append(
+                f"{where}: /dev/shm is {(shm.get('emptyDir') or {}).get('sizeLimit')}, not the planned size"
+            )
         if got["kind"] == "LeaderWorkerSet":
-            size = got["object"]["spec"]["leaderWorkerTemplate"].get("size")
-            par = wl["parallelism"]
-            if size != max(par["data"] // par["dataLocal"], 1):
-                problems.append(f"{where}: group size {size} for data={par['data']} dataLocal={par['dataLocal']}")
-            args = " ".join(main.get("command") or [])
-            if "--data-parallel-size" not in args:
-                problems.append(f"{where}: KServe's data-parallel preset did not start the DP ranks")
+            _check_lws(where, got, wl, main, problems)
         if wl["replicas"] is not None:
             have = (got["object"].get("spec") or {}).get("replicas")
             if have != wl["replicas"]:
                 problems.append(f"{where}: replicas {have}, the plan says {wl['replicas']}")
     return pods
+
+
+def _check_epp_config(epp: dict, m: dict, problems: list[str]) -> None:
+    args = _container(epp["spec"]["template"]["spec"]).get("args") or []
+    if "--config-text" not in args:
+        problems.append(f"{m['name']}: the scheduler does not get our EPP configuration (--config-text)")
+        return
+    running = yaml.safe_load(args[args.index("--config-text") + 1])
+    want = m["scheduler"]["config"]
+    for key in ("apiVersion", "featureGates", "schedulingProfiles"):
+        if running.get(key) != want.get(key):
+            problems.append(f"{m['name']}: the scheduler runs {key}={running.get(key)!r}, we set {want.get(key)!r}")
+    if [p["type"] for p in running["plugins"]] != [p["type"] for p in want["plugins"]]:
+        problems.append(f"{m['name']}: the scheduler runs other plugins than we configured")
+
+
+def _check_epp_monitor(dyn, ns: str, m: dict, svc: dict, problems: list[str]) -> None:
+    monitor = _get(dyn, "monitoring.coreos.com/v1", "ServiceMonitor", ns, f"{m['name']}-epp")
+    if monitor is None:
+        return
+    if not _selects(monitor["spec"]["selector"]["matchLabels"], svc["metadata"].get("labels") or {}):
+        problems.append(f"{m['name']}: the EPP ServiceMonitor selects no EPP Service")
+    port = monitor["spec"]["endpoints"][0]["port"]
+    if port not in [p["name"] for p in svc["spec"]["ports"]]:
+        problems.append(f"{m['name']}: the EPP Service has no port {port!r} to scrape")
 
 
 def _check_scheduler(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> None:
@@ -114,18 +148,7 @@ def _check_scheduler(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> 
     if epp is None:
         problems.append(f"{m['name']}: KServe created no scheduler Deployment {names['epp_deployment']}")
         return
-    args = _container(epp["spec"]["template"]["spec"]).get("args") or []
-    text = args[args.index("--config-text") + 1] if "--config-text" in args else None
-    if text is None:
-        problems.append(f"{m['name']}: the scheduler does not get our EPP configuration (--config-text)")
-    else:
-        running = yaml.safe_load(text)
-        want = m["scheduler"]["config"]
-        for key in ("apiVersion", "featureGates", "schedulingProfiles"):
-            if running.get(key) != want.get(key):
-                problems.append(f"{m['name']}: the scheduler runs {key}={running.get(key)!r}, we configured {want.get(key)!r}")
-        if [p["type"] for p in running["plugins"]] != [p["type"] for p in want["plugins"]]:
-            problems.append(f"{m['name']}: the scheduler runs other plugins than we configured")
+    _check_epp_config(epp, m, problems)
     pool = _get(dyn, "inference.networking.k8s.io/v1", "InferencePool", ns, names["pool"])
     if pool is None:
         problems.append(f"{m['name']}: KServe created no InferencePool {names['pool']}")
@@ -141,13 +164,7 @@ def _check_scheduler(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> 
     if svc is None:
         problems.append(f"{m['name']}: no EPP Service {names['epp_service']}")
         return
-    monitor = _get(dyn, "monitoring.coreos.com/v1", "ServiceMonitor", ns, f"{m['name']}-epp")
-    if monitor is not None:
-        if not _selects(monitor["spec"]["selector"]["matchLabels"], svc["metadata"].get("labels") or {}):
-            problems.append(f"{m['name']}: the EPP ServiceMonitor selects no EPP Service")
-        port = monitor["spec"]["endpoints"][0]["port"]
-        if port not in [p["name"] for p in svc["spec"]["ports"]]:
-            problems.append(f"{m['name']}: the EPP Service has no port {port!r} to scrape")
+    _check_epp_monitor(dyn, ns, m, svc, problems)
     for o in m["scheduler"]["objectives"]:
         obj = _get(dyn, m["scheduler"]["objective_api_version"], "InferenceObjective", ns, o["name"])
         if obj is None or obj["spec"]["poolRef"]["name"] != names["pool"]:
@@ -170,7 +187,8 @@ def _check_monitors(dyn, ns: str, m: dict, pods: dict, problems: list[str]) -> N
         if mon is None:
             continue
         sel = mon["spec"]["selector"]["matchLabels"]
-        if not any(_selects(sel, ((p["template"] or {}).get("metadata") or {}).get("labels") or {}) for p in pods.values()):
+        labels = [((p["template"] or {}).get("metadata") or {}).get("labels") or {} for p in pods.values()]
+        if not any(_selects(sel, lab) for lab in labels):
             problems.append(f"{m['name']}: PodMonitor {t['name']} selects none of the workloads' pods")
 
 
@@ -206,9 +224,8 @@ def check_intent(dyn, intent: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from kubernetes import config, dynamic
-
     from ansible_collections.inference.blueprints.plugins.module_utils import cli
+    from kubernetes import config, dynamic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--site", required=True)

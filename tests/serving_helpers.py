@@ -28,7 +28,6 @@ NOT_SERVED_LOCALLY = {
     ("nv-ipam.nvidia.com", "IPPool"): "network-operator v26 CRDs (nv-ipam) not available to the local control plane",
     ("nv-ipam.nvidia.com", "CIDRPool"): "network-operator v26 CRDs (nv-ipam) not available to the local control plane",
     ("operator.openshift.io", "LeaderWorkerSetOperator"): "openshift/lws-operator CRDs not available locally",
-    ("llm-d.ai", "InferenceObjective"): "llm-d-router CRDs not available locally (x-k8s originals are)",
     ("datasciencecluster.opendatahub.io", "DataScienceCluster"): "locally opendatahub-operator v2.35: DSC v1 only",
     ("dscinitialization.opendatahub.io", "DSCInitialization"): "locally opendatahub-operator v2.35: DSCI v1 only",
 }
@@ -73,13 +72,8 @@ def engine_args_of(svc: dict) -> list[tuple[str, str]]:
 
 
 def known_vllm_flags() -> dict[str, object]:
-    """vLLM 0.33 flags with their value type: the planner's catalog plus the flags the
-    vllm_args filter accepts (both checked against the 0.33.0 parser)."""
-    from ansible_collections.inference.blueprints.plugins.filter.vllm_args import VLLM_033_FLAGS
-
-    flags: dict[str, object] = {"--" + f: None for f in VLLM_033_FLAGS}
-    flags.update(yaml.safe_load(FLAGS_CATALOG.read_text())["flags"])
-    return flags
+    """vLLM 0.33 flags with their value type: the planner's catalog (checked against the 0.33.0 parser)."""
+    return dict(yaml.safe_load(FLAGS_CATALOG.read_text())["flags"])
 
 
 def flag_name(token: str) -> str:
@@ -137,7 +131,6 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
     """What makes each blueprint what it is; returns the list of missing properties."""
     missing = []
     svcs = [o for o in objs if o["kind"] == "LLMInferenceService"]
-    pools = [o for o in objs if o["kind"] == "InferencePool"]
     scaled = [o for o in objs if o["kind"] == "ScaledObject"]
     if not svcs:
         return ["no LLMInferenceService"]
@@ -147,8 +140,8 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
                 missing.append(f"{s['metadata']['name']}: no prefill section")
             if not any("NixlConnector" in v for _, v in engine_args_of(s)):
                 missing.append(f"{s['metadata']['name']}: no NixlConnector in the engine args")
-        if not pools:
-            missing.append("no InferencePool (cache-aware routing)")
+            if "scheduler" not in (s["spec"].get("router") or {}):
+                missing.append(f"{s['metadata']['name']}: no llm-d scheduler (cache-aware routing)")
     elif blueprint == "rag":
         for s in svcs:
             pcp = any("--prefill-context-parallel-size" in v for _, v in engine_args_of(s))
@@ -160,8 +153,6 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
         if not any(o["spec"].get("minReplicaCount") == 0 for o in scaled):
             missing.append("no ScaledObject with minReplicaCount 0")
     elif blueprint == "edge_sno":
-        if pools:
-            missing.append("an InferencePool exists (edge has no llm-d scheduler)")
         for s in svcs:
             if s["spec"].get("replicas") != 1:
                 missing.append(f"{s['metadata']['name']}: replicas is {s['spec'].get('replicas')}, not 1")

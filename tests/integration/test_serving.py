@@ -1,10 +1,11 @@
-"""Converge every example site on the local control plane of its profile.
+"""Converge an example site on the local control plane, with the real KServe controller.
 
-For each example inventory: ``site.yml`` converges (plan -> platform -> serving -> verify)
-with every object accepted by the API server under strict field validation (k8s_apply sends
-``fieldValidation=Strict``), a second run changes nothing, the LLMInferenceServices read back
-from the cluster carry valid vLLM 0.33 flags and have what makes their blueprint, and a site
-whose planned GPUs the cluster does not have fails in preflight with nothing applied.
+``site.yml`` converges (plan -> platform -> serving -> verify) with every object accepted by
+the API server under strict field validation and KServe's own admission webhooks; a second run
+changes nothing; what KServe's controller made of the site is checked against the site's
+deployment intent (tests/kserve_checks.py: workloads, scheduler, pool, route, monitors, Ready);
+and a site whose planned GPUs the cluster does not have fails in preflight with nothing applied.
+The molecule scenarios converge every other example site the same way.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import os
 from contextlib import contextmanager
 
 import pytest
+from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from kubernetes import dynamic
 from kubernetes.client.rest import ApiException
 
 from tests.ansible_run import run_playbook
+from tests.kserve_checks import check_intent
 from tests.serving_helpers import (
     EXAMPLES,
     INVENTORIES,
@@ -28,9 +31,6 @@ from tests.serving_helpers import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-# The local control plane runs no Gateway controller: nothing marks a Gateway Programmed.
-LOCAL_CONTROL_PLANE_VARS: dict = {}
 
 SERVING_KINDS = [
     ("serving.kserve.io/v1alpha2", "LLMInferenceService"),
@@ -62,26 +62,12 @@ def _converge(inventory, cluster, tmp_path, **extra):
             PLAYBOOKS / "site.yml",
             INVENTORIES / inventory,
             kubeconfig=cluster.kubeconfig,
-            extravars={"report_dir": str(tmp_path / "reports"), **LOCAL_CONTROL_PLANE_VARS, **extra},
+            extravars={"report_dir": str(tmp_path / "reports"), **extra},
         )
 
 
 def _namespaces(inventory):
-    import yaml
-
-    hosts, namespace = [], None
-    inv = yaml.safe_load((INVENTORIES / inventory / "hosts.yml").read_text())
-
-    def walk(group):
-        for h in group.get("hosts") or {}:
-            hosts.append(h)
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-
-    walk(inv["all"])
-    for f in (INVENTORIES / inventory / "group_vars").rglob("*.yml"):
-        namespace = (yaml.safe_load(f.read_text()) or {}).get("serving_namespace", namespace)
-    return {h: namespace.replace("{{ inventory_hostname }}", h) for h in hosts}
+    return {h: i["serving"]["namespace"] for h, i in cli.site_intents(str(INVENTORIES / inventory), None).items()}
 
 
 def _live(cluster, namespace):
@@ -94,8 +80,9 @@ def _live(cluster, namespace):
 
 
 # The molecule scenarios (make molecule) converge every example site the same way, with an
-# idempotence step and a blueprint-specific verify; here the chat site (the richest: P/D,
-# NIXL over RDMA, LMCache, speculative decoding) is also checked object by object.
+# idempotence step, the same KServe checks and a blueprint-specific verify; here the chat site
+# (the richest: P/D, NIXL over RDMA, data parallelism through KServe's DP preset, a KV tier,
+# speculative decoding) is converged and checked object by object.
 @pytest.mark.parametrize("inventory", ["example-chat"])
 def test_example_site_converges_idempotently(cluster_factory, tmp_path, inventory):
     cluster = cluster_factory(EXAMPLES[inventory])
@@ -119,9 +106,10 @@ def test_example_site_converges_idempotently(cluster_factory, tmp_path, inventor
         assert not problems, "\n".join(problems)
         missing = blueprint_signature(live, blueprint_of(inventory))
         assert not missing, f"{host}: {missing}"
-        for s in svcs:
-            ready = [c for c in (s.get("status") or {}).get("conditions", []) if c["type"] == "Ready"]
-            assert ready and ready[0]["status"] == "True", f"{s['metadata']['name']} is not Ready"
+    dyn = dynamic.DynamicClient(cluster.new_api_client())
+    for host, intent in cli.site_intents(str(INVENTORIES / inventory), None).items():
+        problems = check_intent(dyn, intent)
+        assert not problems, f"{host}: what KServe made of the site differs from its intent:\n" + "\n".join(problems)
 
 
 def test_preflight_fails_without_the_planned_gpus_and_applies_nothing(cluster_factory, tmp_path):

@@ -344,6 +344,8 @@ def render_path(render_dir, obj):
 
 def render(objs, render_dir, namespace, check_mode):
     results, diffs, changed = [], [], False
+    # plain types: objects templated in-process carry Ansible's tagged str/dict subclasses
+    objs = json.loads(json.dumps(objs))
     for obj in objs:
         meta = dict(obj["metadata"])
         if namespace and not meta.get("namespace") and obj["kind"] not in CLUSTER_KINDS:

@@ -1,0 +1,100 @@
+#!/usr/bin/python
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: site
+short_description: Validate a site, plan every model and compute each cluster's deployment intent
+version_added: 0.2.0
+description:
+  - Reads the inventory variables of the given cluster hosts (hosts are clusters), validates them against
+    the collection's one definition of a site (C(plugins/module_utils/intent/inventory.py) and every role's
+    C(meta/argument_specs.yml)) and the blueprint data file C(blueprints/<blueprint>.yml), runs the sizing
+    planner for every model, and computes the deployment intent every template and stage reads
+    (C(docs/contracts.md)).
+  - Bad input fails before anything is read from or written to a cluster, with every problem at once, each
+    naming the variable by its path (C(models[0].traffic.arrival_rate_rps)), what was wrong and what would be
+    valid. A misspelled variable close to a known one is an error.
+  - "Sets the fact C(site_intents) (C({host: intent})) on the hosts. Run it once for all clusters of a play
+    (C(run_once) with O(hosts) set to C(ansible_play_hosts)); identical models are planned once."
+  - Runs on the controller as an action plugin and changes nothing.
+author:
+  - inference.blueprints contributors (@inference-blueprints)
+options:
+  hosts:
+    description: Cluster hosts to compute the intent of. Defaults to the current host.
+    type: list
+    elements: str
+  blueprints_dir:
+    description:
+      - Directory of the blueprint data files. By default C(blueprints_dir) of the inventory, else the
+        C(blueprints) directory next to the playbooks or the inventories, else in the working directory.
+    type: path
+  report:
+    description: Also write the sizing report (Markdown, SVG charts, the plans as JSON) into each site's C(report_dir).
+    type: bool
+    default: false
+notes:
+  - The variables a site may set are listed in C(docs/contracts.md), section 1.
+seealso:
+  - module: inference.blueprints.render
+  - module: inference.blueprints.plan
+"""
+
+EXAMPLES = r"""
+- name: Validate the site, plan every model and compute the deployment intent
+  inference.blueprints.site:
+    hosts: "{{ ansible_play_hosts }}"
+  run_once: true
+
+- name: Print one cluster's plan
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.site_intents[inventory_hostname] | inference.blueprints.plan_summary }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts set on the hosts.
+  returned: success
+  type: dict
+  contains:
+    site_intents:
+      description: The deployment intent of every computed cluster host, by host name (C(docs/contracts.md), section 4).
+      type: dict
+hosts:
+  description: The hosts whose intent was computed.
+  returned: success
+  type: list
+  elements: str
+reports:
+  description: Paths of the written sizing reports (C(report.md)).
+  returned: with O(report)
+  type: list
+  elements: str
+errors:
+  description: Every problem with the input, as C({path, msg}).
+  returned: failure
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "hosts": {"type": "list", "elements": "str"},
+            "blueprints_dir": {"type": "path"},
+            "report": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    module.fail_json(msg="inference.blueprints.site runs on the controller through its action plugin")
+
+
+if __name__ == "__main__":
+    main()
