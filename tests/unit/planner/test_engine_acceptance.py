@@ -223,7 +223,12 @@ def test_every_plan_over_the_grid_is_accepted_by_the_engine():
 
 
 def test_chat_site_pd_connector_offload_and_mtp():
-    p = plan(copy.deepcopy(CHAT_SITE))
+    # issue 9: at its 25 req/s the example chat site stays aggregated (one H100 serves it, P/D would cost twice as
+    # much per token); `always` keeps the P/D connector path of issue 8 under test
+    assert plan(copy.deepcopy(CHAT_SITE))["disaggregated"] is False
+    inp = copy.deepcopy(CHAT_SITE)
+    inp["policy"]["disaggregation"] = "always"
+    p = plan(inp)
     assert p["disaggregated"] is True
     for role in ("prefill", "decode"):
         pool = p["pools"][role]
@@ -232,12 +237,13 @@ def test_chat_site_pd_connector_offload_and_mtp():
         assert pool["engine_env"] == {"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}
     dec = p["pools"]["decode"]
     off = dec["kv_offload"]
-    # defect 5: DP 8 x 64 GiB per rank is 512 GiB for the decode pod, and the plan says so
-    assert dec["dp"] == 8 and dec["tp"] == 1
-    assert (off["gib_per_rank"], off["ranks_per_pod"], off["gib_per_pod"]) == (64, 8, 512)
-    assert off["cpu_bytes_to_use"] == 64 * GIB and off["shm_gib_per_pod"] == 512
+    # defect 5: 64 GiB per rank x the ranks of a pod, and the plan says so
+    ranks = dec["tp"] * dec["pp"] * dec["dp"]
+    assert (off["gib_per_rank"], off["ranks_per_pod"], off["gib_per_pod"]) == (64, ranks, 64 * ranks)
+    assert off["cpu_bytes_to_use"] == 64 * GIB * dec["tp"] * dec["pp"] and off["shm_gib_per_pod"] == 64 * ranks
     assert off["kserve_kv_cache_offloading"] is False  # P/D: NixlConnector shares the flag
-    assert p["pools"]["prefill"]["kv_offload"]["gib_per_pod"] == 64
+    pre = p["pools"]["prefill"]
+    assert pre["kv_offload"]["gib_per_pod"] == 64 * pre["tp"] * pre["pp"] * pre["dp"]
     # defect 9
     spec = json.loads(flags(dec["engine_args"])["--speculative-config"])
     assert spec["method"] == "mtp" and p["speculative"]["method"] == "mtp"
@@ -279,9 +285,27 @@ def test_shared_cache_on_attention_only_models_keeps_lmcache_sized_per_rank():
     assert offload_problems(p) == []
 
 
+def test_dp_ranks_each_allocate_the_offload_tier():
+    """Defect 5 on a DP=8 engine: every DP rank is an engine core with its own cpu_bytes_to_use, so a pod of DP 8 x
+    TP 1 needs 8 x 64 GiB (the layout search now picks such engines only where they need fewer GPUs)."""
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner import kvtransfer  # noqa: PLC0415
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize  # noqa: PLC0415
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Layout, Run  # noqa: PLC0415
+
+    run = Run(normalize(copy.deepcopy(CHAT_SITE)))
+    xfer = kvtransfer.KVTransfer(tier="dram", backend="native")
+    off = kvtransfer.offload_per_pool(run, xfer, Layout(tp=1, dp=8, ep=8), (run.gpu, 8))
+    assert (off["gib_per_rank"], off["ranks_per_pod"], off["gib_per_pod"]) == (64, 8, 512)
+    assert off["cpu_bytes_to_use"] == 64 * GIB and off["shm_gib_per_pod"] == 512
+
+
 def test_nixl_refuses_pipeline_parallel_gdn_pools():
-    """NIXL cannot move Gated DeltaNet state between pools with PP > 1: the 397B (PP=2 over 2 nodes) stays
-    aggregated under auto, and `always` is an error that says why."""
+    """NIXL cannot move Gated DeltaNet state between pools with PP > 1 (engine_compat.yaml): the P/D option is sized
+    only over PP=1 layouts for hybrid models, and the final check names the rule for any PP > 1 pool."""
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner import serving  # noqa: PLC0415
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize  # noqa: PLC0415
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Layout, Run  # noqa: PLC0415
+
     inp = {
         "model": "Qwen3.5-397B-A17B",
         "gpu": "h100",
@@ -289,13 +313,15 @@ def test_nixl_refuses_pipeline_parallel_gdn_pools():
         "nodes": 4,
         "weights": "fp8",
         "traffic": {"prompt_tokens_mean": 800, "output_tokens_mean": 200, "concurrent_sessions": 5000},
+        "policy": {"disaggregation": "always"},
     }
     p = plan(inp)
-    assert p["layout"]["pp"] == 2 and p["disaggregated"] is False
-    assert "PP <= 1" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
-    with pytest.raises(PlanError) as e:
-        plan(dict(inp, policy={"disaggregation": "always"}))
-    assert e.value.field == "policy.disaggregation" and "NixlConnector" in str(e.value)
+    assert p["disaggregated"] is True
+    assert p["pools"]["prefill"]["pp"] == 1 and p["pools"]["decode"]["pp"] == 1
+    assert compat.refusals(p, MODELS["Qwen3.5-397B-A17B"]) == []
+    run = Run(normalize(inp))
+    why = serving._pd_refusal(run, {"prefill": Layout(tp=8, pp=2), "decode": Layout(tp=8)})
+    assert "the prefill engine needs PP=2" in why and "PP <= 1" in why and "NixlConnector" in why
 
 
 def test_the_planner_reads_the_table(monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import search
 from . import sizing as sz
 from .engine import GIB, EngineCtx
 from .kvtransfer import KVTransfer
@@ -114,22 +115,139 @@ def _layout_doc(o: Outcome) -> dict:
     }
 
 
+QUEUEING = (
+    "per DP rank, prefill is an M/G/1 queue: Poisson arrivals at the planned rate, first come first served, service = "
+    "the prompt's share of the prefill steps (vLLM batches waiting prompts up to max_num_batched_tokens; the fewest "
+    "per step that keep the rank under target_utilization), log-normal prompt lengths fitted to mean and p95; mean "
+    "wait by Pollaczek-Khinchine, tail P(W > t) = rho exp(-rho t / E[W]); TTFT = own prefill step(s) + wait + the "
+    "step in flight + vLLM's per-request prefill overhead (+ the KV transfer for P/D); p95 combines the prefill and "
+    "wait tails as independent (medians + root-sum-square of the p95 excesses)"
+)
+TPOT_DEF = (
+    "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "
+    "arrival rate, p95 = the 95th percentile over requests of the share of mixed steps in a request's output "
+    "(binomial over its output tokens), at the planned batch"
+)
+
+
+def _latency_doc(run: Run, o: Outcome) -> dict:
+    s = o.rates.serve
+    if o.disagg:
+        dis = o.rates.disagg
+        p, d = dis.prefill.load, dis.decode.load
+        out = {
+            "pools": "prefill + decode",
+            "ttft_p50_ms": p.doc()["ttft_p50_ms"],
+            "ttft_p95_ms": p.doc()["ttft_p95_ms"],
+            "ttft_mean_ms": p.doc()["ttft_mean_ms"],
+            "tpot_p50_ms": d.doc()["tpot_p50_ms"],
+            "tpot_p95_ms": d.doc()["tpot_p95_ms"],
+            "kv_transfer_ms": r(dis.transfer_s * 1000, 2),
+            "prefill_per_rank": p.doc(),
+            "decode_per_rank": d.doc(),
+            "efficiency": search.eff_source(s.eff, s.hw),
+        }
+    else:
+        pt = s.deployed or s.chosen.load or s.chosen.full
+        doc = pt.doc() if pt else {}
+        out = {
+            "pools": "serve",
+            "ttft_p50_ms": doc.get("ttft_p50_ms"),
+            "ttft_p95_ms": doc.get("ttft_p95_ms"),
+            "ttft_mean_ms": doc.get("ttft_mean_ms"),
+            "tpot_p50_ms": doc.get("tpot_p50_ms"),
+            "tpot_p95_ms": doc.get("tpot_p95_ms"),
+            "per_rank": doc,
+            "efficiency": search.eff_source(s.eff, s.hw),
+        }
+    slo = run.slo
+    ok = all(out.get(k) is not None for k in ("ttft_p95_ms", "tpot_p95_ms"))
+    out["meets_slo"] = bool(
+        ok and out["ttft_p95_ms"] <= slo["ttft_p95_ms"] + 1e-9 and out["tpot_p95_ms"] <= slo["tpot_p95_ms"] + 1e-9
+    )
+    out["calibrated"] = bool(s.eff.calibrated)
+    out["queueing_model"] = QUEUEING
+    out["tpot_definition"] = TPOT_DEF
+    out["speculative"] = (
+        "not credited: the model plans the SLO without speculative tokens (acceptance depends on the traffic)"
+        if o.ctx.spec
+        else None
+    )
+    return out
+
+
 def _estimates_doc(o: Outcome) -> dict:
-    rt, engine_gpus = o.rates, o.lay.world
-    ds, pr = rt.decode, rt.prefill
+    ch = o.rates.serve.chosen
+    full = ch.full
     return {
-        "prefill_flops_per_token": r(pr["flops_per_token"] / 1e9, 3),
-        "prefill_peak": pr["peak_kind"],
-        "prefill_tokens_per_s_per_gpu": r(pr["tokens_per_s"] / engine_gpus, 0),
-        "prefill_requests_per_s_per_gpu": r(pr["requests_per_s"] / engine_gpus, 2),
-        "decode_sessions_per_gpu_at_tpot": r(ds["sessions_per_engine"] / engine_gpus, 1),
-        "decode_sessions_per_engine": rt.s_engine,
-        "decode_bytes_per_session_step_gpu": int(ds["per_seq_bytes_per_gpu"]),
-        "decode_weight_bytes_per_step_gpu": int(ds["weights_read_bytes_per_gpu"]),
-        "tpot_min_ms": r(ds["min_tpot_s"] * 1000, 2),
-        "ttft_mean_ms": r(rt.ttft_mean_s * 1000, 1),
-        "ttft_p95_prefill_ms": r(rt.ttft_p95_s * 1000, 1),
-        "e2e_s": r(rt.e2e, 3),
+        "batch_per_rank_at_tpot": ch.batch,
+        "batch_limited_by": ch.limit,
+        "decode_step_ms_at_batch": r(full.t_decode * 1000, 2) if full else None,
+        "mixed_step_ms_at_batch": r(full.t_mixed * 1000, 2) if full else None,
+        "requests_in_flight": r(o.rates.inflight, 1),
+        "arrival_rate_rps": r(o.rates.lam, 3),
+        "replicas_needed": ch.replicas,
+        "gpus_needed": ch.gpus,
+    }
+
+
+def _spare_doc(run: Run, o: Outcome) -> dict:
+    """GPUs the plan leaves idle at the traffic, and why."""
+    pools = [p for p in o.pools.pools.values() if p]
+    used: dict = {}
+    for p in pools:
+        used[p["gpu"]] = used.get(p["gpu"], 0) + p["gpus"]
+    have = {run.gpu["id"]: run.total_gpus}
+    d = run.n["decode"]
+    if d:
+        have[d["gpu"]["id"]] = have.get(d["gpu"]["id"], 0) + d["gpus_per_node"] * d["nodes"]
+    by_gpu = {g: n - used.get(g, 0) for g, n in have.items() if n - used.get(g, 0) > 0}
+    count = sum(by_gpu.values())
+    why = []
+    main = o.pools.pools["decode"] or o.pools.pools["serve"]
+    auto = _max_replicas(run, o)
+    if count:
+        if auto > main["replicas"]:
+            why.append(
+                f"the traffic needs {main['replicas']} {main['role']} replica(s); up to {auto} fit the hardware, so "
+                f"autoscaling.max_replicas is {auto} (the spare GPUs absorb bursts when autoscaling is on)"
+            )
+        rest = count - (auto - main["replicas"]) * main["gpus_per_replica"] if auto > main["replicas"] else count
+        if rest > 0:
+            if d and not o.disagg and by_gpu.get(d["gpu"]["id"]):
+                why.append(
+                    f"the {d['gpu']['id']} decode GPUs stay unused: the aggregated plan costs less per token "
+                    "(disaggregation_options)"
+                )
+            else:
+                why.append(f"{rest} GPU(s) do not make a whole engine of {main['gpus_per_replica']} GPUs")
+    return {"count": count, "by_gpu": by_gpu, "why": "; ".join(why) if why else "every GPU is in a pool"}
+
+
+def _max_replicas(run: Run, o: Outcome) -> int:
+    """Engines of the main pool the hardware holds next to the other pool (the autoscaler's ceiling)."""
+    main = o.pools.pools["decode"] or o.pools.pools["serve"]
+    if o.disagg:
+        d = run.n["decode"]
+        room = d["gpus_per_node"] * d["nodes"] if d else run.total_gpus - o.pools.pools["prefill"]["gpus"]
+    else:
+        room = run.total_gpus
+    return max(main["replicas"], room // main["gpus_per_replica"])
+
+
+def _efficiency_doc(run: Run, o: Outcome) -> dict:
+    eff = o.rates.serve.eff
+    return {
+        "gemm": eff.gemm_kind,
+        "gemm_compute": eff.gemm_compute,
+        "gemm_bandwidth": eff.gemm_bandwidth,
+        "moe_compute": eff.moe_compute if run.model["kind"] == "moe" else None,
+        "moe_bandwidth": eff.moe_bandwidth if run.model["kind"] == "moe" else None,
+        "source": eff.calibrated or eff.source,
+        "calibrated": bool(eff.calibrated),
+        "prefill_mfu": run.pol["prefill_mfu"],
+        "decode_mbu": run.pol["decode_mbu"],
+        "target_utilization": run.pol["target_utilization"],
     }
 
 
@@ -147,7 +265,7 @@ def _serving_doc(run: Run, o: Outcome) -> dict:
         "autoscaling": {
             "scale_to_zero": pol["scale_to_zero"],
             "min_replicas": 0 if pol["scale_to_zero"] else min(pol["min_replicas"], main_pool["replicas"]),
-            "max_replicas": main_pool["replicas"],
+            "max_replicas": _max_replicas(run, o),
             "target_utilization": pol["target_utilization"],
         },
     }
@@ -173,11 +291,11 @@ def plan_document(run: Run, o: Outcome) -> dict:
             "vllm_version": n["vllm_version"],
             "traffic": dict(run.traffic, arrival_rate_rps=r(o.rates.lam, 3), concurrent_sessions=o.rates.sessions),
             "slo": run.slo,
-            "efficiency": {
-                "prefill_mfu": pol["prefill_mfu"],
-                "decode_mbu": pol["decode_mbu"],
-                "target_utilization": pol["target_utilization"],
-            },
+            "latency": _latency_doc(run, o),
+            "layout_candidates": o.rates.serve.table(),
+            "spare_gpus": _spare_doc(run, o),
+            "disaggregation_options": run.comparison,
+            "efficiency": _efficiency_doc(run, o),
             "estimates": _estimates_doc(o),
             "seed_comparison": run.seed,
             "decisions": list(run.dec),

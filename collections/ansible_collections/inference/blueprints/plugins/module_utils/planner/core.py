@@ -21,7 +21,7 @@ from .layout import choose_layout, choose_precision, suggest_fits
 from .parallel import choose_engine
 from .pools import build_pools
 from .seed import seed_notes
-from .serving import choose_disagg, estimate_rates, main_memory
+from .serving import check_slo, choose_disagg, main_memory, size_traffic
 from .speculative import choose_speculative, spec_name
 from .structs import Layout, Run, r
 
@@ -57,15 +57,16 @@ def plan(inputs: dict) -> dict:
     run.dec.add("policy", run.n["blueprint"], f"from {run.n['policy_source']}")
     prec = choose_precision(run)
     c = choose_speculative(run, prec)
-    lay = choose_engine(run, c)
+    check_slo(run, c)
+    lay, s = choose_engine(run, c)
     mem = main_memory(run, c, lay)
-    rates = estimate_rates(run, c, lay, mem)
+    rates = size_traffic(run, s)
     disagg = choose_disagg(run, c, lay, rates)
     xfer = choose_kv_transfer(run, disagg)
     pools = build_pools(run, (c, lay, mem), rates, (disagg, xfer))
     if disagg:
         run.seed.append(_pd_ratio_note(pools.ratio))
-    run.seed.extend(seed_notes(run, c.with_spec(None), lay, rates.tpot_s))
+    run.seed.extend(seed_notes(run, c.with_spec(None), lay, run.slo["tpot_p95_ms"] / 1000))
     out = plan_document(run, Outcome(c, lay, rates, disagg, xfer, pools))
     refused = compat.refusals(out, run.model)
     if refused:  # every stage asks the table first; this is the last line of defence

@@ -79,22 +79,23 @@ class EngineCtx:
     def with_spec(self, spec: dict | None) -> EngineCtx:
         return EngineCtx(self.n, self.gpu, self.weights, self.kv_dtype, spec)
 
-    def overhead(self, world: int) -> float:
-        return (self.overhead_base + sz.nontorch_gib(world)) * GIB
+    def overhead(self, tp: int, pp: int = 1, ep: int = 1) -> float:
+        """Activations, CUDA graphs and non-torch memory of one GPU rank."""
+        return (self.overhead_base + sz.nontorch_gib(tp, pp, ep)) * GIB
 
-    def kv_pool(self, w_gpu: float, world: int) -> float:
+    def kv_pool(self, w_gpu: float, tp: int, pp: int = 1, ep: int = 1) -> float:
         if self.kvmem is not None:
             return float(self.kvmem)
-        return self.budget - w_gpu - self.overhead(world)
+        return self.budget - w_gpu - self.overhead(tp, pp, ep)
 
     def fits(self, tp: int, pp: int, num_spec: int | None = None, headroom: bool = True) -> tuple[bool, float, float]:
         """Seed 002 section 3 fit test for a full replica (no EP sharding): weights/(TP x PP) plus overhead
         must leave a KV pool of at least kv_headroom_fraction of the budget (``headroom``) and one
         max_model_len sequence."""
         w = self.wb["total"] / (tp * pp)
-        kv = self.kv_pool(w, tp * pp)
+        kv = self.kv_pool(w, tp, pp)
         if self.kvmem is not None:
-            ok = w + self.overhead(tp * pp) + kv <= self.total
+            ok = w + self.overhead(tp, pp) + kv <= self.total
         else:
             ok = kv >= (self.headroom * self.budget if headroom else 0.0) and kv > 0
         geom = sz.block_geometry(self.model, self.kv_bytes, tp, pp, self.num_spec if num_spec is None else num_spec)
@@ -121,8 +122,8 @@ def engine_memory(c: EngineCtx, lay: Layout, num_spec: int) -> dict:
     tp, pp, dp, dcp, pcp = lay.tp, lay.pp, lay.dp, lay.dcp, lay.pcp
     world = lay.world
     w_gpu = sz.weights_per_gpu(c.wb, tp, pp, lay.ep)
-    overhead = c.overhead(world)
-    kv = c.kv_pool(w_gpu, world)
+    overhead = c.overhead(tp, pp, lay.ep)
+    kv = c.kv_pool(w_gpu, tp, pp, lay.ep)
     geom = sz.block_geometry(model, c.kv_bytes, tp, pp, num_spec)
     geom0 = sz.block_geometry(model, c.kv_bytes, tp, pp, 0)
     blocks = sz.num_blocks(kv, geom)

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import data
+from . import calibration, data
 from .errors import PlanError
 
 TOP_KEYS = (
@@ -34,6 +34,7 @@ TOP_KEYS = (
     "kv_cache_memory_bytes",
     "quantized_checkpoint",
     "vllm_version",
+    "calibration",
 )
 TRAFFIC_KEYS = (
     "prompt_tokens_mean",
@@ -95,7 +96,8 @@ POLICY_BOOLS = (
     "language_model_only",
     "scale_to_zero",
 )
-POLICY_FRACTIONS = ("prefill_mfu", "decode_mbu", "target_utilization", "kv_headroom_fraction")
+POLICY_FRACTIONS = ("target_utilization", "kv_headroom_fraction")
+POLICY_OPTIONAL_FRACTIONS = ("prefill_mfu", "decode_mbu")
 POLICY_POSITIVE_INTS = ("pd_min_sessions", "long_context_tokens")
 POLICY_OPTIONAL_INTS = ("max_num_seqs", "max_num_batched_tokens", "output_token_cap")
 POLICY_NUMBERS = ("kv_offload_gib", "kv_offload_max_gib_per_gpu")
@@ -177,7 +179,8 @@ def _explicit_model(arch, mid) -> dict:
     model.update(arch)
     _check_arch(model, arch)
     if model["overhead_gib"] is None:
-        model["overhead_gib"] = 8.0 if model["kind"] == "moe" else 5.6
+        # llm-d-planner's base activation on vLLM 0.19.0 (PR #254): 2.5 GiB for MoE, 2.0 GiB for dense models
+        model["overhead_gib"] = 2.5 if model["kind"] == "moe" else 2.0
     model["id"] = str(arch.get("id") or mid or "custom")
     return model
 
@@ -209,6 +212,15 @@ def resolve_gpu(field: str, gid) -> dict:
     return gpu
 
 
+def _check_fractions(merged: dict) -> None:
+    for k in POLICY_FRACTIONS:
+        _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
+    for k in POLICY_OPTIONAL_FRACTIONS:  # null: the per-GPU efficiencies of catalog/performance.yaml
+        if merged[k] is not None:
+            _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
+    _num("policy.pd_cost_margin", merged["pd_cost_margin"], 0.0, 0.9)
+
+
 def _check_policy_values(merged: dict) -> None:
     for k, valid in POLICY_ENUMS.items():
         if merged[k] is False:  # YAML 1.1 reads a bare `off` / `no` as false
@@ -217,8 +229,7 @@ def _check_policy_values(merged: dict) -> None:
     for k in POLICY_BOOLS:
         if not isinstance(merged[k], bool):
             raise PlanError(f"policy.{k}", f"must be true or false, got {merged[k]!r}")
-    for k in POLICY_FRACTIONS:
-        _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
+    _check_fractions(merged)
     for k in POLICY_POSITIVE_INTS:
         _int(f"policy.{k}", merged[k])
     for k in POLICY_OPTIONAL_INTS:
@@ -465,6 +476,7 @@ def normalize(inputs: dict) -> dict:
         "slo": slo,
     }
     out.update(_engine_settings(inputs))
+    out["calibration"] = calibration.normalize(inputs.get("calibration"))
     return out
 
 

@@ -179,9 +179,9 @@ def _infeasible(c: EngineCtx, gpn: int, nodes: int, best: tuple) -> PlanError:
     tp, pp, w, kv = best
     where = f"{nodes} node(s) x {gpn} {gpu['id']}"
     if c.kvmem is not None:
-        over = w + c.overhead(tp * pp) + kv - c.total
+        over = w + c.overhead(tp, pp) + kv - c.total
         msg = (
-            f"{model['id']}: {r(w / GIB, 1)} GiB weights/GPU + {r(c.overhead(tp * pp) / GIB, 1)} GiB overhead + "
+            f"{model['id']}: {r(w / GIB, 1)} GiB weights/GPU + {r(c.overhead(tp, pp) / GIB, 1)} GiB overhead + "
             f"kv_cache_memory_bytes {r(kv / GIB, 1)} GiB exceed the {r(c.total / GIB, 1)} GiB of a {gpu['id']} by "
             f"{r(over / GIB, 1)} GiB (TP={tp}); lower kv_cache_memory_bytes"
         )
@@ -192,7 +192,7 @@ def _infeasible(c: EngineCtx, gpn: int, nodes: int, best: tuple) -> PlanError:
     msg = (
         f"{model['id']} with {c.weights} weights ({r(c.wb['total'] / GIB, 1)} GiB) does not fit {where}: "
         f"the widest layout (TP={tp}, PP={max(pp, 1)}) holds {r(w / GIB, 1)} GiB of weights and "
-        f"{r(c.overhead(tp * pp) / GIB, 1)} GiB of activations per GPU, leaving {r(kv / GIB, 1)} GiB of a "
+        f"{r(c.overhead(tp, pp) / GIB, 1)} GiB of activations per GPU, leaving {r(kv / GIB, 1)} GiB of a "
         f"{r(c.budget / GIB, 1)} GiB budget (gpu_memory_utilization {c.util}) for KV: {r(short / GIB, 1)} GiB short "
         f"of the {r(need / GIB, 2)} GiB one {c.n['max_model_len']}-token sequence needs"
     )

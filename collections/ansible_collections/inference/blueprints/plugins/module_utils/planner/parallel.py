@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .engine import EngineCtx, divisors, prefill_rate, valid_tps
+from . import perf, search
+from .engine import EngineCtx, divisors, prefill_rate
 from .errors import PlanError
 from .layout import choose_layout
-from .structs import Layout, Run, r
+from .search import first_fit_tp
+from .structs import Decisions, Layout, Run, r
 
 
 def decode_context(run: Run) -> int:
@@ -79,12 +81,22 @@ def _explicit_pcp(run: Run, lay: Layout) -> tuple[int, int]:
     return p, dp_engine
 
 
+def prefill_efficiency(run: Run, c: EngineCtx) -> float:
+    """One compute efficiency for whole-prompt estimates: the policy's prefill_mfu, else the catalog's GEMM figure
+    (expert GEMMs for MoE models) for this GPU and precision."""
+    if run.pol["prefill_mfu"] is not None:
+        return run.pol["prefill_mfu"]
+    eff = perf.efficiencies(c.gpu, c.model, c.weights, c.kv_dtype)
+    return eff.moe_compute if c.model["kind"] == "moe" else eff.gemm_compute
+
+
 def _smallest_pcp(run: Run, c: EngineCtx, lay: Layout) -> tuple[int, float]:
     """The smallest power-of-two PCP whose prefill estimate meets the TTFT SLO, within a node."""
     p95, tp, pp = run.traffic["prompt_tokens_p95"], lay.tp, lay.pp
+    mfu = prefill_efficiency(run, c)
     p = 2
     while True:
-        t = prefill_rate(c, tp * pp * p, p95, run.pol["prefill_mfu"])
+        t = prefill_rate(c, tp * pp * p, p95, mfu)
         ttft = p95 / t["tokens_per_s"] * 1000
         if ttft <= run.slo["ttft_p95_ms"] or tp * p * 2 > run.gpn or tp * pp * p * 2 > run.total_gpus:
             return p, ttft
@@ -122,88 +134,139 @@ def choose_pcp(run: Run, c: EngineCtx, lay: Layout, long_tp: str = "") -> tuple[
         "prefill context parallel",
         p,
         f"long prefill ({p95} tokens): PCP={p} splits prompt attention over TP x PCP = {tp * p} GPUs, "
-        f"est. {r(ttft, 0)} ms at MFU {run.pol['prefill_mfu']} vs TTFT SLO {run.slo['ttft_p95_ms']} ms "
+        f"est. {r(ttft, 0)} ms at MFU {r(prefill_efficiency(run, c), 2)} vs TTFT SLO {run.slo['ttft_p95_ms']} ms "
         "(seed section 3)",
     )
     return p, lay.dp
 
 
-def _ttft_ms(run: Run, c: EngineCtx, gpus: int) -> float:
-    p95 = run.traffic["prompt_tokens_p95"]
-    return p95 / prefill_rate(c, gpus, p95, run.pol["prefill_mfu"])["tokens_per_s"] * 1000
-
-
-def long_prompt_tp(run: Run, c: EngineCtx, lay: Layout) -> tuple[Layout, str]:
-    """Where vLLM has no PCP for the attention type, long prompts (>= long_context_tokens) get a wider TP instead,
-    as the seed adds PCP: the smallest TP above the fitting one, within a node, whose prefill estimate meets the
-    TTFT SLO (else the widest). Only for engines of one DP rank and one pipeline stage; returns the layout and a
-    note for the PCP decision."""
+def _long_prompt_note(run: Run, c: EngineCtx, s, lay: Layout) -> str:
+    """Where vLLM has no PCP for the attention type, long prompts (>= long_context_tokens) are split by a wider TP: the
+    layout search picks it when the TTFT SLO needs it. Says so (decision ``engine: tensor parallel (long prompts)``)
+    and returns a note for the PCP decision."""
     p95, slo = run.traffic["prompt_tokens_p95"], run.slo["ttft_p95_ms"]
     if run.pol["pcp"] != "auto" or p95 < run.pol["long_context_tokens"] or run.sup.pcp_ok(2, 1)[0]:
-        return lay, ""
-    if lay.dp > 1 or lay.pp > 1:
-        return lay, f"; TP stays {lay.tp} (DP={lay.dp}, PP={lay.pp})"
-    wider = [t for t in valid_tps(run.model, run.gpn) if t > lay.tp]
-    if not wider:
-        return lay, f"; TP={lay.tp} is already the widest within a node"
-    tp = next((t for t in wider if _ttft_ms(run, c, t) <= slo), wider[-1])
+        return ""
+    tp0 = first_fit_tp(c, s.hw)
+    if lay.dp > 1 or lay.pp > 1 or not tp0 or lay.tp <= tp0:
+        return f"; TP stays {lay.tp} (DP={lay.dp}, PP={lay.pp}): its prefill meets the TTFT SLO"
+    narrow = next((x for x in s.candidates if x.lay.tp == tp0 and x.lay.dp == 1 and x.lay.pp == 1), None)
+    narrow_ttft = (
+        f"{narrow.load.doc()['ttft_p95_ms']} ms"
+        if narrow is not None and narrow.load
+        else (narrow.rejected if narrow is not None and narrow.rejected else "n/a")
+    )
+    ttft = s.chosen.load.doc()["ttft_p95_ms"] if s.chosen.load else "n/a"
     run.dec.add(
         "engine: tensor parallel (long prompts)",
-        tp,
-        f"p95 prompt {p95} tokens: TP={tp} splits the prefill over {tp} GPUs, est. {r(_ttft_ms(run, c, tp), 0)} ms at "
-        f"MFU {run.pol['prefill_mfu']} vs TTFT SLO {slo} ms (TP={lay.tp} fits the weights, est. "
-        f"{r(_ttft_ms(run, c, lay.tp), 0)} ms); PCP, the seed's choice, has no {run.model['attention']} backend in "
-        f"vLLM {run.sup.version}",
+        lay.tp,
+        f"p95 prompt {p95} tokens: TP={lay.tp} splits the prefill over {lay.tp} GPUs, TTFT p95 {ttft} ms vs SLO "
+        f"{slo} ms (TP={tp0} fits the weights: {narrow_ttft}); PCP, the seed's choice, has no "
+        f"{run.model['attention']} backend in vLLM {run.sup.version}",
     )
-    return replace(lay, tp=tp), f"; TP={tp} splits the long prefill instead"
+    return f"; TP={lay.tp} splits the long prefill instead"
 
 
-def _replicas(run: Run, lay: Layout) -> int:
-    engine_gpus = lay.world
+def _hw_engines(run: Run, lay: Layout) -> int:
+    return max(0, run.total_gpus // lay.world)
+
+
+def _layout_decisions(run: Run, s, lay: Layout, moe: bool) -> None:
+    ch, total = s.chosen, run.total_gpus
+    eff_note = search.eff_source(s.eff, s.hw)
+    run.dec.add(
+        "engine: layout search",
+        ch.label(),
+        f"{len([x for x in s.candidates if x.ok])} of {len(s.candidates)} TP x PP x DP x EP layouts meet the SLOs; "
+        f"this one needs the fewest GPUs ({ch.gpus}) for the traffic: batch {ch.batch} per rank (limited by "
+        f"{ch.limit}), {ch.replicas} replica(s); efficiencies: {eff_note}",
+    )
+    run.dec.add(
+        "engine: tensor parallel",
+        lay.tp,
+        f"layout search: TP={lay.tp}"
+        + (f" x PP={lay.pp} within a node" if lay.pp > 1 else "")
+        + f" leaves {ch.mem['kv_pool_gib_per_gpu']} GiB/GPU for KV ("
+        + ("above" if ch.headroom_ok else "below")
+        + f" the {int(run.pol['kv_headroom_fraction'] * 100)} % headroom"
+        + ("" if ch.headroom_ok else "; TPOT, not KV, limits the batch")
+        + ")",
+    )
     if lay.pp > 1:
-        return run.nodes // lay.pp if engine_gpus >= run.gpn else run.total_gpus // engine_gpus
-    return run.total_gpus // engine_gpus
-
-
-def _layout_decisions(run: Run, lay: Layout, moe: bool) -> None:
-    total, engine_gpus = run.total_gpus, lay.world
+        run.dec.add("engine: pipeline parallel", lay.pp, f"within one node ({lay.tp * lay.pp} of {run.gpn} GPUs)")
     if moe:
         run.dec.add(
             "data / expert parallel",
             f"DP={lay.dp} per engine, EP={lay.ep}",
-            "MoE: DP ranks within a node share experts via --enable-expert-parallel "
-            f"(EP = TP x DP per stage = {lay.ep})"
+            (
+                f"MoE: {lay.dp} attention-DP rank(s) of TP={lay.tp} share the experts via --enable-expert-parallel "
+                f"(EP = TP x DP per stage = {lay.ep})"
+                + (
+                    f"; the EP group spans {lay.world // run.gpn} nodes (LeaderWorkerSet)"
+                    if lay.world > run.gpn
+                    else ""
+                )
+            )
             if lay.ep > 1
             else "MoE on one GPU per stage: no expert parallelism",
         )
+    hw_max = _hw_engines(run, lay)
+    why = (
+        f"{ch.replicas} engine(s) of {lay.world} GPUs (TP={lay.tp} x PP={lay.pp} x PCP={lay.pcp} x DP={lay.dp}) "
+        f"meet TTFT p95 {run.slo['ttft_p95_ms']} ms and TPOT p95 {run.slo['tpot_p95_ms']} ms at the traffic"
+    )
+    if lay.replicas < ch.replicas:
+        why += f"; the hardware holds {hw_max}"
+        run.warnings.append(
+            f"the traffic needs {ch.replicas} engine(s) of {lay.world} GPUs ({ch.gpus} GPUs); the hardware holds "
+            f"{hw_max} ({total} GPUs): the SLOs are missed at the planned load"
+        )
     run.dec.add(
-        "replicas",
-        lay.replicas,
-        f"{total} GPUs / {engine_gpus} per engine (TP={lay.tp} x PP={lay.pp} x PCP={lay.pcp} x DP={lay.dp}); "
-        + ("independent replicas behind the router" if not moe or lay.replicas > 1 else "one engine"),
+        "replicas", lay.replicas, why + ("; independent replicas behind the router" if lay.replicas > 1 else "")
     )
     if lay.replicas < 1:
-        raise PlanError("nodes", f"the layout needs {engine_gpus} GPUs per engine; the hardware has {total}")
-    if total - lay.replicas * engine_gpus:
-        run.warnings.append(
-            f"{total - lay.replicas * engine_gpus} GPU(s) left idle: {total} is not a multiple of {engine_gpus}"
-        )
+        raise PlanError("nodes", f"the layout needs {lay.world} GPUs per engine; the hardware has {total}")
 
 
-def choose_engine(run: Run, c: EngineCtx) -> Layout:
-    """Stage 3: the main engine's layout: TP/PP that fit, DP+EP for MoE, DCP/PCP for long contexts, replicas."""
-    base = choose_layout(c, run.gpn, run.nodes, run.dec, "engine")
-    if base["tp"] > 1 and not run.gpu.get("link_gb_s"):
+def _no_fit(run: Run, c: EngineCtx) -> PlanError:
+    """No layout KServe can run holds the model: the seed's fit error, or the cross-node PP that would."""
+    base = choose_layout(c, run.gpn, run.nodes, Decisions(), "probe")  # raises the fit error when nothing fits
+    return PlanError(
+        "nodes",
+        f"{c.model['id']} with {c.weights} weights fits {run.nodes} x {run.gpn} {run.gpu['id']} only as "
+        f"TP={base['tp']} x PP={base['pp']} across nodes, and {search.KSERVE_PP}; use more GPUs per node, a GPU "
+        "with more memory, smaller weights or a shorter max_model_len",
+    )
+
+
+def choose_engine(run: Run, c: EngineCtx):
+    """Stage 3: the main engine's layout from the layout search; DCP/PCP for long contexts; replicas.
+    Returns (Layout, search.Search)."""
+    hw = search.Hardware(run.gpu, run.gpn, run.nodes, run.n["interconnect"])
+    s = search.search_serve(run, c, hw)
+    if s is None:
+        raise _no_fit(run, c)
+    ch = s.chosen
+    for w in s.eff_why:
+        run.dec.add("efficiency", "policy/calibration", w)
+    if not ch.ok:
         run.warnings.append(
-            f"TP={base['tp']} on {run.gpu['id']} runs its per-layer all-reduce over PCIe (no NVLink); "
-            "expect lower decode speed than the roofline"
+            f"no layout meets both SLOs at the traffic on {run.total_gpus} {run.gpu['id']}: "
+            f"{ch.label()} comes closest ({ch.rejected or 'too few GPUs'})"
         )
-    if base.get("below_headroom"):
-        run.warnings.append("serve/prefill layout " + base["below_headroom"])
+    if ch.lay.tp > 1 and not run.gpu.get("link_gb_s"):
+        run.warnings.append(
+            f"TP={ch.lay.tp} on {run.gpu['id']} runs its per-layer all-reduce over PCIe (no NVLink); the latency model "
+            "charges the measured PCIe all-reduce"
+        )
+    if not ch.headroom_ok:
+        run.warnings.append(
+            f"serve/prefill layout below the KV headroom: {ch.mem['kv_pool_gib_per_gpu']} GiB/GPU for KV "
+            f"(< {int(c.headroom * 100)} % of {r(c.budget / 2**30)} GiB); TPOT limits the batch, so the pool holds it"
+        )
     moe = run.model["kind"] == "moe"
-    tp, pp = base["tp"], base["pp"]
-    lay = Layout(tp=tp, pp=pp, dp=run.gpn // tp if moe and pp == 1 else 1)
-    lay, long_tp = long_prompt_tp(run, c, lay)
+    lay = ch.lay
+    long_tp = _long_prompt_note(run, c, s, lay)
     tp = lay.tp
     dcp = choose_dcp(run, tp)
     pcp, dp = choose_pcp(run, c, lay, long_tp)
@@ -214,6 +277,8 @@ def choose_engine(run: Run, c: EngineCtx) -> Layout:
         dcp = 1
     ep = tp * pcp * dp if (moe and tp * pcp * dp > 1) else 1
     lay = replace(lay, dp=dp, ep=ep, dcp=dcp, pcp=pcp)
-    lay = replace(lay, replicas=_replicas(run, lay))
-    _layout_decisions(run, lay, moe)
-    return lay
+    lay = replace(lay, replicas=max(1, min(ch.replicas or 1, _hw_engines(run, lay))))
+    if ch.ok and lay.replicas < ch.replicas and ch.full is not None:
+        s.deployed = search.point_at(run, c, s, lay)
+    _layout_decisions(run, s, lay, moe)
+    return lay, s

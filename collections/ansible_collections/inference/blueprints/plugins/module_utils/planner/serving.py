@@ -2,17 +2,18 @@
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: UP009
-"""Stages: the main engine's memory and KV, SLO feasibility, roofline rates (Little's law) and disaggregation
-(seed section 4)."""
+"""Stages: the main engine's memory and KV, SLO feasibility, the traffic (Little's law) and disaggregation from the
+modelled cost per token (both options sized by the layout search)."""
 
 from __future__ import annotations
 
 import math
 
+from . import search
 from . import sizing as sz
 from .engine import EngineCtx, decode_ctx, decode_sessions, engine_memory, prefill_rate, valid_tps
 from .errors import PlanError
-from .layout import replication, try_layout
+from .layout import replication
 from .structs import Layout, Rates, Run, r
 
 
@@ -86,7 +87,7 @@ def _best_tpot(run: Run, c: EngineCtx) -> float | None:
     moe = run.model["kind"] == "moe"
     for pp in range(1, run.nodes + 1):
         for tp in valid_tps(run.model, run.gpn):
-            if c.kv_pool(c.wb["total"] / (tp * pp), tp * pp) <= 0:
+            if c.kv_pool(c.wb["total"] / (tp * pp), tp, pp) <= 0:
                 continue
             lay = Layout(tp=tp, pp=pp, ep=tp if moe else 1)
             t = decode_sessions(c, lay, 1.0, 1.0, run.traffic["prompt_tokens_mean"])["min_tpot_s"]
@@ -126,97 +127,139 @@ def check_slo(run: Run, c: EngineCtx) -> None:
         )
 
 
-# --------------------------------------------------------------------------- rates
+# --------------------------------------------------------------------------- traffic
 
 
-def _traffic_load(run: Run, e2e: float) -> tuple[float, int]:
-    """(arrival rate, concurrent sessions), one derived from the other by Little's law when not given."""
-    lam, sessions = run.traffic["arrival_rate_rps"], run.traffic["concurrent_sessions"]
+def size_traffic(run: Run, s) -> Rates:
+    """Stage 5: the traffic in both of Little's terms at the chosen layout's latency (arrival rate x E2E = requests
+    in flight); the search already sized the pool from it."""
+    t = run.traffic
+    ch = s.chosen
+    e2e = (ch.load or ch.full).e2e if (ch.load or ch.full) else math.inf
+    lam, sessions = t["arrival_rate_rps"], t["concurrent_sessions"]
     if lam is None:
-        lam = sessions / e2e
-        why = f"Little's law: {sessions} sessions / {r(e2e, 2)} s per request (TTFT + output x TPOT)"
-        run.dec.add("arrival rate", r(lam, 2), why)
-    if sessions is None:
-        sessions = math.ceil(lam * e2e)
-        run.dec.add("concurrent sessions", sessions, f"Little's law: {lam} req/s x {r(e2e, 2)} s per request")
-    return lam, sessions
-
-
-def estimate_rates(run: Run, c: EngineCtx, lay: Layout, mem: dict) -> Rates:
-    """Stage 5: decode sessions at the TPOT SLO, prefill rates, TTFT estimates and the traffic (Little's law)."""
-    pol, traffic = run.pol, run.traffic
-    check_slo(run, c)
-    tpot_s = run.slo["tpot_p95_ms"] / 1000.0
-    ctx_avg = traffic["prompt_tokens_mean"] + traffic["output_tokens_mean"] / 2
-    ds = decode_sessions(c, lay, tpot_s, pol["decode_mbu"], ctx_avg)
-    cap_ctx = traffic["prompt_tokens_mean"] + traffic["output_tokens_mean"]
-    kv_cap = sz.max_sequences(mem["blocks"], cap_ctx, mem["geom"], lay.dcp) * lay.dp
-    seq_cap = (pol["max_num_seqs"] or 10**9) * lay.dp  # null: the TPOT batch sets it
-    s_engine = max(0, min(ds["sessions_per_engine"], kv_cap, seq_cap))
-    pr = prefill_rate(c, lay.world, traffic["prompt_tokens_mean"], pol["prefill_mfu"])
-    ttft_mean_s = traffic["prompt_tokens_mean"] / (pr["tokens_per_s"] / lay.dp)
-    pr95 = prefill_rate(c, lay.world // lay.dp, traffic["prompt_tokens_p95"], pol["prefill_mfu"])
-    ttft_p95_s = traffic["prompt_tokens_p95"] / pr95["tokens_per_s"]
-    e2e = ttft_mean_s + max(0, traffic["output_tokens_mean"] - 1) * tpot_s
-    lam, sessions = _traffic_load(run, e2e)
-    if ttft_p95_s * 1000 > run.slo["ttft_p95_ms"]:
-        run.warnings.append(
-            f"estimated prefill time of a p95 prompt ({traffic['prompt_tokens_p95']} tokens) is "
-            f"{r(ttft_p95_s * 1000, 0)} ms on one engine, above the TTFT SLO {run.slo['ttft_p95_ms']} ms"
+        lam = sessions / e2e if e2e and not math.isinf(e2e) else 0.0
+        run.dec.add(
+            "arrival rate",
+            r(lam, 2),
+            f"Little's law: {sessions} sessions / {r(e2e, 2)} s per request (TTFT + output x TPOT at the planned load)",
         )
-    return Rates(tpot_s, ctx_avg, cap_ctx, ds, s_engine, pr, ttft_mean_s, ttft_p95_s, e2e, lam, sessions)
+        inflight = float(sessions)
+    else:
+        inflight = lam * e2e if not math.isinf(e2e) else float(sessions or 0)
+        if sessions is None:
+            sessions = math.ceil(inflight)
+            run.dec.add("concurrent sessions", sessions, f"Little's law: {lam} req/s x {r(e2e, 2)} s per request")
+        elif sessions > inflight * 1.5:
+            run.dec.add(
+                "requests in flight",
+                r(inflight, 1),
+                f"{lam} req/s x {r(e2e, 2)} s per request (Little's law); the {sessions} concurrent sessions include "
+                "think time between requests, so the engines size for the requests in flight, not the sessions",
+            )
+    return Rates(lam, sessions, inflight, s)
 
 
 # --------------------------------------------------------------------------- disaggregation
 
 
-def _pd_cost(run: Run, lay: Layout, rates: Rates) -> tuple[bool, str]:
-    """GPU-seconds per request on each side, and their cost (seed section 4 rule, sizing section 6)."""
-    engine_gpus = lay.world
-    g_p = engine_gpus / rates.prefill["requests_per_s"]
-    g_d = engine_gpus * (rates.sessions / max(rates.lam, 1e-9)) / max(rates.s_engine, 1e-9)
-    cost_p = run.gpu["cost_class"]
-    cost_d = run.n["decode"]["gpu"]["cost_class"] if run.n["decode"] else cost_p
-    u = run.pol["target_utilization"]
-    interference = 0.85
-    agg = cost_p * (g_p + g_d) / (u * interference)
-    dis = cost_p * g_p / u + cost_d * g_d / u
-    why = (
-        f"prefill:decode GPU-seconds {r(g_p / max(g_d, 1e-12), 3)} vs decode:prefill GPU cost "
-        f"{r(cost_d / cost_p, 2)}; cost/request aggregated {r(agg, 3)} (x1/{interference} interference) vs "
-        f"disaggregated {r(dis, 3)}"
-    )
-    return (True, "disaggregate: " + why) if dis < agg else (False, "stay aggregated: " + why)
-
-
-def _disagg_rule(run: Run, lay: Layout, rates: Rates) -> tuple[bool, str]:
+def _gates(run: Run, lay: Layout, rates: Rates) -> str | None:
+    """Why the P/D option is not even sized (None: size it)."""
     n, pol = run.n, run.pol
-    mode = pol["disaggregation"]
     has_decode_hw = n["decode"] is not None
-    if mode == "never":
-        return False, "policy disaggregation: never"
-    if mode == "always":
-        if lay.replicas < 2 and not has_decode_hw:
-            raise PlanError(
-                "policy.disaggregation",
-                f"always needs at least two engines (one prefill, one decode); the hardware holds {lay.replicas}",
-            )
-        return True, "policy disaggregation: always"
-    if n["nodes"] == 1 and not has_decode_hw:
-        return False, "single node: the prefill-to-decode hop costs more than it saves (seed section 4)"
-    if n["interconnect"] != "rdma":
-        return False, (
+    if pol["disaggregation"] == "never":
+        return "policy disaggregation: never"
+    if pol["disaggregation"] == "always":
+        return None
+    if (n["nodes"] > 1 or has_decode_hw) and n["interconnect"] != "rdma":
+        return (
             f"interconnect {n['interconnect']}: no RDMA NICs between nodes, so KV transfer between pools would run "
-            "over TCP and cost more than it saves (seed section 4: NIXL wants RDMA/NVLink)"
+            "over TCP and cost more than it saves (seed section 4: NIXL wants RDMA/NVLink; one node uses NVLink)"
         )
-    if rates.sessions < pol["pd_min_sessions"]:
-        return False, (
-            f"{rates.sessions} concurrent sessions < {pol['pd_min_sessions']}: below ~100 sessions the transfer "
-            "hop costs more than it saves (seed 7.6)"
+    if rates.sessions is not None and rates.sessions < pol["pd_min_sessions"]:
+        return (
+            f"{rates.sessions} concurrent sessions < {pol['pd_min_sessions']}: below ~100 sessions the transfer hop "
+            "costs more than it saves (seed 7.6)"
         )
-    if lay.replicas < 2 and not has_decode_hw:
-        return False, "fewer than two engines: two pools of one are worse than one pool of two (seed section 4)"
-    return _pd_cost(run, lay, rates)
+    if run.total_gpus < 2 and not has_decode_hw:
+        return "one GPU: nothing to split"
+    return None
+
+
+def _per_mtok(cost: float, rates: Rates, out_tokens: float) -> float | None:
+    """Cost classes (H100-hours) per million output tokens for a fleet costing ``cost`` per hour."""
+    tokens_h = rates.lam * out_tokens * 3600
+    return cost * 1e6 / tokens_h if tokens_h > 0 else None
+
+
+def _option_doc(cands: list, hw_cost: list, rates: Rates, out_tokens: float, transfer: float | None = None) -> dict:
+    gpus = sum(c.gpus for c in cands)
+    cost = sum(c.gpus * k for c, k in zip(cands, hw_cost, strict=True))
+    d = {
+        "gpus": gpus,
+        "cost_per_hour": r(cost, 2),
+        "cost_per_million_tokens": r(_per_mtok(cost, rates, out_tokens) or 0, 3),
+    }
+    for c in cands:
+        d[c.role] = {
+            "gpu_layout": c.label(),
+            "replicas": c.replicas,
+            "gpus": c.gpus,
+            "batch_per_rank": c.batch or None,
+            "latency": c.load.doc() if c.load else None,
+        }
+    if transfer is not None:
+        d["kv_transfer_ms"] = r(transfer * 1000, 2)
+    return d
+
+
+def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
+    """The cost rule: split only when the P/D fleet for the traffic costs pol.pd_cost_margin less per token."""
+    margin = run.pol["pd_cost_margin"]
+    ch = s.chosen
+    out_tokens = run.traffic["output_tokens_mean"]
+    c_main = run.gpu["cost_class"]
+    agg_ok = ch.ok
+    agg_cost = ch.gpus * c_main if agg_ok else math.inf
+    doc = {
+        "margin": margin,
+        "cost_unit": "cost_class x GPU-hours (H100 = 1.0); per million output tokens at the planned arrival rate",
+        "aggregated": _option_doc([ch], [c_main], rates, out_tokens) if agg_ok else {"rejected": ch.rejected},
+    }
+    if dis.prefill is None:
+        doc["disaggregated"] = {"rejected": dis.why}
+        return False, f"stay aggregated: the P/D option cannot be sized ({dis.why})", doc
+    ddoc = _option_doc(
+        [dis.prefill, dis.decode],
+        [dis.prefill_hw.gpu["cost_class"], dis.decode_hw.gpu["cost_class"]],
+        rates,
+        out_tokens,
+        dis.transfer_s,
+    )
+    ddoc["prefill_to_decode_gpus"] = f"{dis.prefill.gpus}:{dis.decode.gpus}"
+    doc["disaggregated"] = ddoc
+    agg_fits = agg_ok and s.within_hw
+    both = (
+        f"cost per token at the SLOs: aggregated {ch.gpus} x {run.gpu['id']} ({r(agg_cost, 2)}/h) vs P/D "
+        f"{dis.prefill.gpus} prefill + "
+        f"{dis.decode.gpus} decode ({r(dis.cost, 2)}/h; P:D {dis.prefill.gpus}:{dis.decode.gpus} from modelled "
+        f"prefill and decode throughput)"
+    )
+    if agg_fits and not dis.within_hw:
+        return False, f"stay aggregated: the P/D pools do not fit the hardware; {both}", doc
+    if dis.within_hw and not agg_fits:
+        return True, f"disaggregate: the aggregated pool does not meet the SLOs within the hardware; {both}", doc
+    if dis.cost <= agg_cost * (1 - margin):
+        saved = r((1 - dis.cost / agg_cost) * 100, 1)
+        return True, f"disaggregate: P/D costs {saved} % less per token (margin {int(margin * 100)} %); {both}", doc
+    saving = (1 - dis.cost / agg_cost) * 100 if agg_cost and not math.isinf(agg_cost) else 0.0
+    if saving > 0.05:
+        verdict = f"P/D saves {r(saving, 1)} % per token, under the {int(margin * 100)} % margin"
+    elif saving < -0.05:
+        verdict = f"P/D costs {r(-saving, 1)} % more per token"
+    else:
+        verdict = "P/D costs the same per token (a split must save the margin)"
+    return False, f"stay aggregated: {verdict}; {both}", doc
 
 
 def pd_connector(run: Run) -> str:
@@ -224,18 +267,13 @@ def pd_connector(run: Run) -> str:
     return "MooncakeConnector" if run.pol["kv_connector"] == "mooncake" else "NixlConnector"
 
 
-def _pd_refusal(run: Run, c: EngineCtx, lay: Layout) -> str | None:
-    """Why the engine would refuse P/D for this layout (engine_compat.yaml), or None."""
+def _pd_refusal(run: Run, lays: dict) -> str | None:
+    """Why the engine would refuse P/D for these pool layouts (engine_compat.yaml), or None."""
     name = pd_connector(run)
     max_pp = run.sup.connector_needs(name).get("max_pp")
     if not max_pp:
         return None
-    pps = {"prefill": lay.pp}
-    if run.n["decode"]:
-        d = run.n["decode"]
-        dl = try_layout(decode_ctx(c), d["gpus_per_node"], d["nodes"])
-        pps["decode"] = dl["pp"] if dl else 1
-    over = {role: pp for role, pp in pps.items() if pp > max_pp}
+    over = {role: lay.pp for role, lay in lays.items() if lay.pp > max_pp}
     if not over:
         return None
     where = ", ".join(f"the {role} engine needs PP={pp}" for role, pp in over.items())
@@ -246,12 +284,32 @@ def _pd_refusal(run: Run, c: EngineCtx, lay: Layout) -> str | None:
 
 
 def choose_disagg(run: Run, c: EngineCtx, lay: Layout, rates: Rates) -> bool:
-    """Stage 6: prefill/decode disaggregation (seed section 4), only where the P/D connector accepts the layout."""
-    disagg, why = _disagg_rule(run, lay, rates)
-    refusal = _pd_refusal(run, c, lay) if disagg else None
-    if refusal and run.pol["disaggregation"] == "always":
+    """Stage 6: prefill/decode disaggregation from the model's cost per token, both options sized side by side;
+    only where the P/D connector accepts the layouts (engine_compat.yaml)."""
+    mode = run.pol["disaggregation"]
+    gate = _gates(run, lay, rates)
+    s = rates.serve
+    if gate:
+        rates.disagg = None
+        run.comparison = {"choice": "aggregated", "why": gate, "margin": run.pol["pd_cost_margin"]}
+        run.dec.add("disaggregation", False, gate)
+        return False
+    d = run.n["decode"]
+    dhw = s.hw if not d else search.Hardware(d["gpu"], d["gpus_per_node"], d["nodes"], run.n["interconnect"])
+    dis = search.search_disagg(run, (c, decode_ctx(c)), (s.hw, dhw), rates.lam)
+    rates.disagg = dis
+    split, why, doc = _compare(run, s, rates, dis)
+    if mode == "always":
+        if dis.prefill is None:
+            raise PlanError("policy.disaggregation", f"always cannot be planned: {dis.why}")
+        split, why = True, f"policy disaggregation: always; the cost rule alone says: {why}"
+    refusal = _pd_refusal(run, {"prefill": dis.prefill.lay, "decode": dis.decode.lay}) if split else None
+    if refusal and mode == "always":
         raise PlanError("policy.disaggregation", f"always cannot be planned: {refusal}")
     if refusal:
-        disagg, why = False, f"stay aggregated: {refusal} (cost rule: {why})"
-    run.dec.add("disaggregation", disagg, why + ("; the pools below replace the single-pool layout" if disagg else ""))
-    return disagg
+        split, why = False, f"stay aggregated: {refusal} (cost rule: {why})"
+    doc["choice"] = "disaggregated" if split else "aggregated"
+    doc["why"] = why
+    run.comparison = doc
+    run.dec.add("disaggregation", split, why + ("; the pools below replace the single-pool layout" if split else ""))
+    return split

@@ -15,8 +15,11 @@ GIB = 2**30
 MIB = 2**20
 DEFAULT_BLOCK_SIZE = 16  # vLLM CacheConfig default for attention-only models
 MLA_BLOCK_SIZE = 64  # FlashMLA's page size (vLLM forces it for MLA backends)
-NONTORCH_SINGLE_GIB = 0.15  # llm-d capacity planner: non-torch memory at one GPU
-NONTORCH_MULTI_GIB = 0.6  # ... and with NCCL collectives (TP/PP/DP/EP > 1)
+# Non-torch memory per GPU (CUDA context, NCCL/custom all-reduce buffers): llm-d-planner's vLLM 0.19.0 calibration on
+# H100 (llm-d-incubation/llm-d-planner PR #254, data/configuration/vllm_memory_constants.json NON_TORCH_OVERHEAD_GIB).
+NONTORCH_TP1_PP1_GIB = 0.27
+NONTORCH_TP1_PPN_GIB = 0.07
+NONTORCH_COLLECTIVE_GIB = 2.10  # TP > 1; the planner applies it to expert-parallel (all-to-all) ranks too
 GDN_CHUNK = 64  # chunk length of the chunked Gated DeltaNet scan (prefill FLOPs)
 
 # bytes per weight parameter; fp4 = NVFP4: 4-bit values + one FP8 scale per 16 (4.5 bits)
@@ -185,8 +188,11 @@ def reported_kv_tokens(blocks: int, max_model_len: int, geom: dict, dcp: int = 1
     return int(conc * max_model_len * pcp)
 
 
-def nontorch_gib(world: int) -> float:
-    return NONTORCH_SINGLE_GIB if world <= 1 else NONTORCH_MULTI_GIB
+def nontorch_gib(tp: int, pp: int = 1, ep: int = 1) -> float:
+    """Non-torch memory of one GPU rank: collective buffers with TP (or EP all-to-all), little with PP alone."""
+    if tp > 1 or ep > 1:
+        return NONTORCH_COLLECTIVE_GIB
+    return NONTORCH_TP1_PPN_GIB if pp > 1 else NONTORCH_TP1_PP1_GIB
 
 
 def prefill_flops_per_token(model: dict, prompt_tokens: int) -> float:

@@ -36,6 +36,7 @@ class Run:
     dec: Decisions = field(default_factory=Decisions)
     warnings: list = field(default_factory=list)
     seed: list = field(default_factory=list)
+    comparison: dict = field(default_factory=dict)  # aggregated vs disaggregated, side by side
 
     @property
     def model(self) -> dict:
@@ -102,19 +103,13 @@ class Layout:
 
 @dataclass
 class Rates:
-    """Roofline rates of the main engine and the traffic they serve (Little's law)."""
+    """The traffic the plan serves and what the layout search found for it (search.Search / search.Disagg)."""
 
-    tpot_s: float
-    ctx_avg: float
-    cap_ctx: int
-    decode: dict
-    s_engine: int
-    prefill: dict
-    ttft_mean_s: float
-    ttft_p95_s: float
-    e2e: float
-    lam: float
-    sessions: int
+    lam: float  # arrival rate (given, or sessions / E2E)
+    sessions: int  # concurrent sessions (given, or arrival rate x E2E)
+    inflight: float  # requests in the engines at once (Little's law)
+    serve: object  # search.Search for the aggregated pool
+    disagg: object = None  # search.Disagg, when the P/D option was sized
 
 
 @dataclass

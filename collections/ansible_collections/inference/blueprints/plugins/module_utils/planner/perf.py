@@ -1,0 +1,236 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""Per-GPU, per-precision efficiency figures for the step-latency model (catalog/performance.yaml), with the policy's
+efficiency overrides and measured calibration applied on top."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field, replace
+
+from . import data
+
+GEMM_DTYPE = {"bf16": "bf16", "fp4": "fp4"}
+
+
+def catalog() -> dict:
+    return data.load("performance.yaml")
+
+
+def _gpu_entry(gid: str) -> dict:
+    gpus = catalog()["gpus"]
+    entry = gpus.get(gid)
+    if entry is None:  # a GPU without figures: H100's, said in the source note
+        base = copy.deepcopy(gpus["h100"])
+        base["measured_on"] = f"no efficiency figures for {gid}: H100's assumed"
+        return base
+    if entry.get("like"):
+        base = copy.deepcopy(gpus[entry["like"]])
+        for k, v in entry.items():
+            if k in ("gemm", "moe", "attention_decode") and isinstance(v, dict):
+                base.setdefault(k, {}).update(v)
+            elif k != "like":
+                base[k] = v
+        return base
+    return entry
+
+
+def gemm_dtype(model: dict, weights: str) -> str:
+    if weights == "fp8":
+        return "fp8_block" if model.get("fp8_format", "block") == "block" else "fp8"
+    return GEMM_DTYPE.get(weights, "bf16")
+
+
+def _pick(table: dict, key: str, order: tuple) -> tuple[dict, str]:
+    for k in (key, *order):
+        if table.get(k):
+            return table[k], k
+    raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM kernel family's figures: a call costs max(launch floor, FLOPs / (peak x compute), weight bytes /
+    (bandwidth x bandwidth))."""
+
+    compute: float
+    rows: tuple  # ((rows, compute efficiency), ...) below the plateau
+    bandwidth: float  # decode-sized calls (>16 rows)
+    bandwidth_small: float  # 1-16 rows
+    launch_s: float
+    launch_small_s: float
+
+    def compute_at(self, rows: float) -> float:
+        """Compute efficiency at ``rows`` tokens: the measured knee (log2-interpolated), then the plateau."""
+        pts = self.rows
+        if not pts or rows >= pts[-1][0]:
+            return self.compute
+        if rows <= pts[0][0]:
+            return pts[0][1]
+        for (r0, e0), (r1, e1) in zip(pts, pts[1:]):  # noqa: B905 - neighbours
+            if r0 <= rows <= r1:
+                return e0 + (e1 - e0) * math.log2(rows / r0) / math.log2(r1 / r0)
+        return self.compute
+
+    def time(self, rows: float, shape: tuple, bpp: float, device: tuple) -> float:
+        """One call of ``rows`` tokens through a K x N weight (``shape``) of ``bpp`` bytes a parameter on a device of
+        (peak FLOP/s, bandwidth B/s)."""
+        (k, n), (peak, bw) = shape, device
+        small = rows <= 16
+        return max(
+            self.launch_small_s if small else self.launch_s,
+            2 * rows * k * n / (peak * self.compute_at(rows)) if rows else 0.0,
+            k * n * bpp / (bw * (self.bandwidth_small if small else self.bandwidth)),
+        )
+
+    def scaled(self, c: float, b: float) -> Gemm:
+        return replace(
+            self,
+            compute=min(1.0, self.compute * c),
+            rows=tuple((k, min(1.0, v * c)) for k, v in self.rows),
+            bandwidth=min(1.0, self.bandwidth * b),
+            bandwidth_small=min(1.0, self.bandwidth_small * b),
+        )
+
+    def fixed(self, c: float | None, b: float | None) -> Gemm:
+        out = self
+        if c is not None:
+            out = replace(out, compute=c, rows=())
+        if b is not None:
+            out = replace(out, bandwidth=b, bandwidth_small=b)
+        return out
+
+
+def _gemm(g: dict) -> Gemm:
+    return Gemm(
+        compute=g["compute"],
+        rows=tuple(sorted((int(k), float(v)) for k, v in (g.get("compute_by_rows") or {}).items())),
+        bandwidth=g["bandwidth"],
+        bandwidth_small=g.get("bandwidth_small", g["bandwidth"]),
+        launch_s=g.get("launch_us", 0.0) * 1e-6,
+        launch_small_s=g.get("launch_small_us", g.get("launch_us", 0.0)) * 1e-6,
+    )
+
+
+@dataclass(frozen=True)
+class Eff:
+    """Efficiencies of one engine's kernels (fractions of the datasheet peak) and the fixed costs around them."""
+
+    gemm: Gemm  # the weights' GEMM kind
+    bf16: Gemm  # lm_head, MoE router (unquantized)
+    moe_compute: float
+    moe_bandwidth: float
+    moe_launch_s: float
+    attn_bandwidth: float
+    attn_launch_s: float
+    attn_prefill_short: float
+    attn_prefill_long: float
+    gdn_state_bandwidth: float
+    gdn_scan_compute: float
+    allreduce_latency_s: float
+    allreduce_bus: dict
+    all2all: dict | None
+    link_gb_s: float
+    engine: dict
+    gemm_kind: str
+    moe_kind: str
+    source: str
+    notes: tuple = field(default_factory=tuple)
+    calibrated: str = ""  # set when measured figures replaced the assumptions
+
+    @property
+    def gemm_compute(self) -> float:
+        return self.gemm.compute
+
+    @property
+    def gemm_bandwidth(self) -> float:
+        return self.gemm.bandwidth
+
+    def scaled(self, compute: float = 1.0, bandwidth: float = 1.0, note: str = "") -> Eff:
+        """A copy with every compute (bandwidth) efficiency multiplied by ``compute`` (``bandwidth``), capped at 1."""
+
+        def c(x: float) -> float:
+            return min(1.0, x * compute)
+
+        def b(x: float) -> float:
+            return min(1.0, x * bandwidth)
+
+        return replace(
+            self,
+            gemm=self.gemm.scaled(compute, bandwidth),
+            bf16=self.bf16.scaled(compute, bandwidth),
+            moe_compute=c(self.moe_compute),
+            attn_prefill_short=c(self.attn_prefill_short),
+            attn_prefill_long=c(self.attn_prefill_long),
+            gdn_scan_compute=c(self.gdn_scan_compute),
+            moe_bandwidth=b(self.moe_bandwidth),
+            attn_bandwidth=b(self.attn_bandwidth),
+            gdn_state_bandwidth=b(self.gdn_state_bandwidth),
+            calibrated=note or self.calibrated,
+        )
+
+
+def efficiencies(gpu: dict, model: dict, weights: str, kv_dtype: str) -> Eff:
+    """The catalog's figures for this GPU, the weights' GEMM kind and the KV cache dtype."""
+    e = _gpu_entry(gpu["id"])
+    kind = gemm_dtype(model, weights)
+    g, gk = _pick(e["gemm"], kind, ("fp8_block", "fp8", "bf16"))
+    lm = e["gemm"]["bf16"]
+    moe_kind = "fp8_block" if weights == "fp8" else kind
+    m, mk = _pick(e["moe"], moe_kind, ("fp8_block", "bf16"))
+    a, _ak = _pick(e["attention_decode"], "fp8" if kv_dtype in ("fp8", "nvfp4") else "bf16", ("bf16",))
+    notes = []
+    if gk != kind:
+        notes.append(f"no {kind} GEMM figures for {gpu['id']}: {gk} used")
+    if model.get("kind") == "moe" and mk != moe_kind:
+        notes.append(f"no {moe_kind} MoE figures for {gpu['id']}: {mk} used")
+    return Eff(
+        gemm=_gemm(g),
+        bf16=_gemm(lm),
+        moe_compute=m["compute"],
+        moe_bandwidth=m["bandwidth"],
+        moe_launch_s=m.get("launch_us", 0.0) * 1e-6,
+        attn_bandwidth=a["bandwidth"],
+        attn_launch_s=a.get("launch_us", 0.0) * 1e-6,
+        attn_prefill_short=e["attention_prefill"]["compute_short"],
+        attn_prefill_long=e["attention_prefill"]["compute_long"],
+        gdn_state_bandwidth=e["gdn"]["state_bandwidth"],
+        gdn_scan_compute=e["gdn"]["scan_compute"],
+        allreduce_latency_s=e["allreduce"]["latency_us"] * 1e-6,
+        allreduce_bus={int(k): v for k, v in e["allreduce"]["bus_gb_s"].items()},
+        all2all=e.get("all2all"),
+        link_gb_s=float(e.get("link_gb_s") or 32),
+        engine=catalog()["engine"],
+        gemm_kind=gk,
+        moe_kind=mk,
+        source=e.get("measured_on", ""),
+        notes=tuple(notes),
+    )
+
+
+def with_policy(eff: Eff, pol: dict) -> tuple[Eff, list[str]]:
+    """policy prefill_mfu / decode_mbu, when set, replace every compute / bandwidth efficiency."""
+    why = []
+    c, b = pol.get("prefill_mfu"), pol.get("decode_mbu")
+    if c is not None:
+        eff = replace(
+            eff,
+            moe_compute=float(c),
+            attn_prefill_short=float(c),
+            attn_prefill_long=float(c),
+            gdn_scan_compute=float(c),
+        )
+        why.append(f"policy prefill_mfu {c} replaces the measured compute efficiencies")
+    if b is not None:
+        eff = replace(eff, moe_bandwidth=float(b), attn_bandwidth=float(b), gdn_state_bandwidth=float(b))
+        why.append(f"policy decode_mbu {b} replaces the measured bandwidth efficiencies")
+    if c is not None or b is not None:
+        eff = replace(eff, gemm=eff.gemm.fixed(c, b), bf16=eff.bf16.fixed(c, b))
+    return eff, why
+
+
+def interconnect(name: str) -> dict:
+    return catalog()["interconnects"][name]

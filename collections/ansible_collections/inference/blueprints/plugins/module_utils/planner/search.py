@@ -1,0 +1,575 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""Stage: the layout search. Every TP x PP x DP x EP engine the hardware and KServe can run is sized with the
+step-latency model (batch from TPOT p95, replicas from TTFT p95 and the traffic); the fewest GPUs win. The same
+machinery sizes the prefill and decode pools of the disaggregated option (docs/planner.md, "Layout search")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import calibration as calib
+from . import latency as lt
+from . import perf
+from . import sizing as sz
+from .engine import GIB, EngineCtx, engine_memory, valid_tp, valid_tps
+from .structs import Layout, Run, r
+
+KSERVE_PP = (
+    "pipeline parallel across nodes: KServe v0.20.0 ships no LLMInferenceService preset that spreads one engine's "
+    "pipeline stages over nodes (only data-parallel LeaderWorkerSets span nodes)"
+)
+MAX_BATCH = 1024
+DEFAULT_BUDGET = 8192  # vLLM's max_num_batched_tokens for online serving when the policy leaves it null
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu: dict
+    gpn: int
+    nodes: int
+    interconnect: str
+
+    @property
+    def total(self) -> int:
+        return self.gpn * self.nodes
+
+    def topo(self) -> lt.Topology:
+        return lt.Topology(self.gpn, self.interconnect)
+
+
+@dataclass
+class Demand:
+    """The traffic in the model's terms: an open (arrival rate) or closed (concurrent sessions) workload."""
+
+    lam: float | None
+    sessions: int | None
+    work: lt.Workload
+    util: float
+
+    @property
+    def open(self) -> bool:
+        return self.lam is not None
+
+
+@dataclass
+class Candidate:
+    role: str  # serve | prefill | decode
+    lay: Layout
+    world: int
+    mem: dict | None = None
+    fits: bool = False
+    headroom_ok: bool = False
+    batch: int = 0
+    limit: str = ""
+    full: lt.Point | None = None
+    load: lt.Point | None = None
+    replicas: int = 0  # needed by the traffic
+    gpus: int = 0  # needed by the traffic
+    rejected: str = ""
+    notes: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejected and self.replicas > 0
+
+    def label(self) -> str:
+        lay = self.lay
+        s = f"TP={lay.tp}"
+        if lay.pp > 1:
+            s += f" PP={lay.pp}"
+        if lay.dp > 1:
+            s += f" DP={lay.dp}"
+        if lay.ep > 1:
+            s += f" EP={lay.ep}"
+        return s + f" ({self.world} GPU{'s' if self.world > 1 else ''}/engine)"
+
+    def doc(self) -> dict:
+        lay = self.lay
+        d = {
+            "role": self.role,
+            "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep},
+            "gpus_per_engine": self.world,
+            "fits": self.fits,
+            "kv_pool_gib_per_gpu": self.mem["kv_pool_gib_per_gpu"] if self.mem else None,
+            "kv_headroom_ok": self.headroom_ok,
+            "batch_per_rank": self.batch or None,
+            "batch_limited_by": self.limit or None,
+            "replicas_needed": self.replicas or None,
+            "gpus_needed": self.gpus or None,
+        }
+        if self.load:
+            d["latency"] = self.load.doc()
+        if self.rejected:
+            d["rejected"] = self.rejected
+        return d
+
+
+# --------------------------------------------------------------------------- inputs of the search
+
+
+def workload(run: Run) -> lt.Workload:
+    t = run.traffic
+    return lt.Workload(
+        float(t["prompt_tokens_mean"]),
+        float(t["prompt_tokens_p95"]),
+        float(t["output_tokens_mean"]),
+        int(run.pol["max_num_batched_tokens"] or DEFAULT_BUDGET),
+    )
+
+
+def demand(run: Run) -> Demand:
+    t = run.traffic
+    return Demand(t["arrival_rate_rps"], t["concurrent_sessions"], workload(run), run.pol["target_utilization"])
+
+
+def efficiencies(run: Run, c: EngineCtx, hw: Hardware) -> tuple[perf.Eff, list[str]]:
+    """The GPU's figures for this precision, then the policy overrides, then a matching calibration entry."""
+    eff = perf.efficiencies(hw.gpu, c.model, c.weights, c.kv_dtype)
+    eff, why = perf.with_policy(eff, run.pol)
+    key = {
+        "model": c.model["id"],
+        "gpu": hw.gpu["id"],
+        "vllm_version": run.n["vllm_version"],
+        "weights": c.weights,
+        "kv_cache_dtype": c.kv_dtype,
+    }
+    entry = calib.find(run.n["calibration"], key)
+    if entry:
+
+        def make(e: perf.Eff, lay: dict) -> lt.EngineModel:
+            ep = lay["ep"] if lay["ep"] > 1 else (lay["tp"] * lay["dp"] if c.model["kind"] == "moe" else 1)
+            return lt.EngineModel(c, Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], ep=ep), e, hw.topo())
+
+        eff, note = calib.apply(eff, entry, make)
+        why.append(note)
+    return eff, why
+
+
+def eff_source(eff: perf.Eff, hw: Hardware) -> str:
+    if eff.calibrated:
+        return eff.calibrated
+    return (
+        f"{eff.gemm_kind} GEMMs at {eff.gemm_compute:.2f} of {hw.gpu['id']} peak FLOP/s and {eff.gemm_bandwidth:.2f} "
+        f"of its bandwidth, {eff.gemm.launch_s * 1e6:.0f} us per call at least ({eff.source}; "
+        "catalog/performance.yaml)"
+    )
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+def _dps(tp: int, hw: Hardware) -> list[int]:
+    out, d = [], 1
+    while tp * d <= hw.total:
+        world = tp * d
+        if world <= hw.gpn or world % hw.gpn == 0:
+            out.append(d)
+        d *= 2
+    return out
+
+
+def layouts(run: Run, c: EngineCtx, hw: Hardware) -> tuple[list[Layout], list[tuple[Layout, str]]]:
+    """Engine layouts to size, and layouts refused before sizing (with why)."""
+    model = c.model
+    moe = model["kind"] == "moe"
+    tps = valid_tps(model, hw.gpn)
+    dcp = run.pol["dcp"]
+    if dcp != "auto" and any(tp % dcp == 0 for tp in tps):  # DCP reuses TP ranks: only TPs it divides
+        tps = [tp for tp in tps if tp % dcp == 0]
+    out, refused = [], []
+    for tp in tps:
+        for d in _dps(tp, hw) if moe else [1]:
+            ep = tp * d if moe and tp * d > 1 else 1
+            out.append(Layout(tp=tp, dp=d, ep=ep))
+        for pp in (2, 4, 8):
+            if pp > model["layers"] // 2:
+                break
+            lay = Layout(tp=tp, pp=pp, ep=tp if moe and tp > 1 else 1)
+            if tp * pp <= hw.gpn:
+                out.append(lay)
+            elif tp == max(tps) and tp * pp <= hw.total and (tp * pp) % hw.gpn == 0:
+                refused.append((lay, KSERVE_PP))
+    return out, refused
+
+
+# --------------------------------------------------------------------------- sizing one candidate
+
+
+def _memory(c: EngineCtx, lay: Layout, run: Run, num_spec: int) -> tuple[dict, bool, bool, str]:
+    mem = engine_memory(c, lay, num_spec)
+    if c.kvmem is not None:
+        over = mem["weights_bytes"] + c.overhead(lay.tp, lay.pp, lay.ep) + c.kvmem - c.total
+        if over > 0:
+            why = (
+                f"{mem['weights_gib_per_gpu']} GiB weights + {mem['overhead_gib_per_gpu']} GiB overhead + "
+                f"kv_cache_memory_bytes exceed the GPU by {r(over / GIB, 1)} GiB"
+            )
+            return mem, False, False, why
+    need = sz.blocks_per_request(run.n["max_model_len"], mem["geom"], lay.dcp)
+    if mem["blocks"] < need:
+        why = (
+            f"{mem['weights_gib_per_gpu']} GiB of weights + {mem['overhead_gib_per_gpu']} GiB overhead leave "
+            f"{mem['kv_pool_gib_per_gpu']} GiB/GPU of KV, less than one {run.n['max_model_len']}-token sequence"
+        )
+        return mem, False, False, why
+    headroom = mem["kv_pool_bytes"] >= c.headroom * c.budget or c.kvmem is not None
+    return mem, True, headroom, ""
+
+
+def _batch_cap(run: Run, mem: dict, w: lt.Workload, role: str) -> tuple[int, str]:
+    t = run.traffic
+    kv = sz.max_sequences(mem["blocks"], t["prompt_tokens_mean"] + t["output_tokens_mean"], mem["geom"], 1)
+    caps = [(kv, "kv")]
+    if run.pol["max_num_seqs"]:
+        caps.append((run.pol["max_num_seqs"], "max_num_seqs"))
+    if role == "serve":
+        caps.append((max(1, w.budget - 1), "max_num_batched_tokens"))
+    caps.append((MAX_BATCH, "planner limit"))
+    return min(caps)
+
+
+def _headroom_rule(cand: Candidate, c: EngineCtx) -> str:
+    """Below the KV headroom a layout is kept only when TPOT, not KV, limits its batch."""
+    if cand.headroom_ok or cand.limit not in ("kv",):
+        return ""
+    return (
+        f"KV pool {cand.mem['kv_pool_gib_per_gpu']} GiB/GPU is below {int(c.headroom * 100)} % of the budget and KV, "
+        "not TPOT, limits its batch"
+    )
+
+
+def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> lt.Point:
+    """One rank's latency when ``ranks`` ranks share the traffic."""
+    if not dem.open:
+        return lt.aggregated(em, min(batch, max(1.0, dem.sessions / ranks)), dem.work)
+    lam = dem.lam / ranks
+    b = min(float(batch), max(1.0, lam * full.e2e))
+    p = lt.aggregated(em, b, dem.work, lam)
+    for _ in range(4):
+        if not p.stable:
+            break
+        nb = min(float(batch), max(1.0, lam * p.e2e))
+        if abs(nb - b) < 0.5:
+            break
+        b = nb
+        p = lt.aggregated(em, b, dem.work, lam)
+    return p
+
+
+def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
+    if dem.open:
+        return dem.lam * e2e / (batch * dem.util)
+    return (dem.sessions or 0) / (batch * dem.util)
+
+
+def _smallest(ok, lo: int, hi: int) -> int | None:
+    """Smallest R in [lo, hi] with ok(R) (ok monotone); None when even hi fails."""
+    lo = max(1, lo)
+    if ok(lo):
+        return lo
+    r_ = lo
+    while True:
+        r_ = min(hi, r_ * 2)
+        if ok(r_):
+            break
+        if r_ >= hi:
+            return None
+        lo = r_
+    a, b = lo, r_
+    while b - a > 1:
+        mid = (a + b) // 2
+        if ok(mid):
+            b = mid
+        else:
+            a = mid
+    return b
+
+
+@dataclass(frozen=True)
+class Sizer:
+    """What sizing one pool's candidates shares: the run, the engine context, the hardware, its efficiencies and the
+    traffic."""
+
+    run: Run
+    c: EngineCtx
+    hw: Hardware
+    eff: perf.Eff
+    dem: Demand
+
+
+def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
+    """An aggregated engine: batch from TPOT p95 (prefill chunks mixed in), replicas from TTFT p95 and the traffic."""
+    run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
+    cand = Candidate("serve", lay, lay.world)
+    mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
+    cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
+    if not fits:
+        cand.rejected = why
+        return cand
+    em = lt.EngineModel(c, lay, eff, hw.topo())
+    cap, limit = _batch_cap(run, mem, dem.work, "serve")
+    slo_tpot, slo_ttft = run.slo["tpot_p95_ms"] / 1000, run.slo["ttft_p95_ms"] / 1000
+    b, full = lt.max_batch(lambda x: lt.aggregated(em, x, dem.work), slo_tpot, cap)
+    if b == 0:
+        cand.rejected = (
+            f"TPOT p95 {_ms(full.tpot_p95)} ms even at one sequence per rank (SLO {run.slo['tpot_p95_ms']} ms)"
+        )
+        return cand
+    cand.batch, cand.full = b, full
+    cand.limit = "tpot" if b < cap else limit
+    cand.rejected = _headroom_rule(cand, c)
+    if cand.rejected:
+        return cand
+    ranks0 = _needed_ranks(dem, b, full.e2e)
+
+    def ok(reps: int) -> bool:
+        p = _agg_at(em, dem, reps * lay.dp, b, full)
+        return p.stable and p.tpot_p95 <= slo_tpot and p.ttft_p95 <= slo_ttft
+
+    hw_engines = max(1, hw.total // lay.world)
+    reps = _smallest(ok, math.ceil(ranks0 / lay.dp - 1e-9), max(4 * hw_engines, 64))
+    if reps is None:
+        idle = lt.aggregated(em, 1.0, dem.work, 1e-9)
+        cand.rejected = (
+            f"TTFT p95 {_ms(idle.ttft_p95)} ms with no queue (SLO {run.slo['ttft_p95_ms']} ms): the prefill of a "
+            f"p95 prompt ({int(dem.work.prompt_p95)} tokens) alone is too slow on {lay.world} GPU(s)"
+        )
+        return cand
+    cand.replicas, cand.gpus = reps, reps * lay.world
+    cand.load = _agg_at(em, dem, reps * lay.dp, b, full)
+    return cand
+
+
+def _ms(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x * 1000:.1f}"
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def _score(cand: Candidate, slo: dict) -> tuple:
+    p = cand.load
+    margin = max(p.tpot_p95 * 1000 / slo["tpot_p95_ms"], p.ttft_p95 * 1000 / slo["ttft_p95_ms"])
+    return (cand.gpus, round(margin, 2), cand.world)
+
+
+def lost_because(c: Candidate, best: Candidate, slo: dict, total: int) -> str:
+    if c.rejected:
+        return c.rejected
+    if c.gpus > total:
+        return f"needs {c.gpus} GPUs for the traffic; the hardware has {total}"
+    if c.gpus > best.gpus:
+        return f"needs {c.gpus} GPUs ({c.replicas} x {c.world}) where {best.label()} needs {best.gpus}"
+    sb, sc = _score(best, slo), _score(c, slo)
+    if sc[1] > sb[1]:
+        return f"same {c.gpus} GPUs, less SLO headroom (worst p95/SLO {sc[1]} vs {sb[1]})"
+    return f"same {c.gpus} GPUs and SLO headroom; a smaller engine ({best.world} GPUs) is simpler to place"
+
+
+@dataclass
+class Search:
+    """The layout search's result for one pool role."""
+
+    chosen: Candidate
+    candidates: list
+    hw: Hardware
+    eff: perf.Eff
+    eff_why: list
+    within_hw: bool
+    deployed: object = None  # latency at the replicas the hardware holds, when fewer than needed
+
+    def table(self, limit: int = 12) -> list[dict]:
+        """The chosen layout first, then runner-ups and refused layouts with why they lost."""
+        rows, slo_total = [], self.hw.total
+        order = sorted(self.candidates, key=lambda x: (bool(x.rejected), not x.fits, x.gpus or 10**9, x.world))
+        for cand in order:
+            if cand is self.chosen:
+                continue
+            d = cand.doc()
+            d["why"] = lost_because(cand, self.chosen, self._slo, slo_total)
+            rows.append(d)
+        head = self.chosen.doc()
+        head["chosen"] = True
+        head["why"] = "fewest GPUs that meet TTFT p95 and TPOT p95 at the traffic" + (
+            "" if self.within_hw else f" (more than the {slo_total} GPUs the hardware has)"
+        )
+        return [head, *rows[: limit - 1]]
+
+    _slo: dict = field(default_factory=dict)
+
+
+def best_of(cands: list[Candidate], slo: dict, total: int) -> tuple[Candidate | None, bool]:
+    ok = [x for x in cands if x.ok]
+    if not ok:
+        return None, False
+    within = [x for x in ok if x.gpus <= total]
+    pool = within or ok
+    return min(pool, key=lambda x: _score(x, slo)), bool(within)
+
+
+def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
+    """The aggregated pool's layout: None when no layout fits memory (the caller raises the planner's fit error)."""
+    eff, eff_why = efficiencies(run, c, hw)
+    dem = demand(run)
+    lays, refused = layouts(run, c, hw)
+    sizer = Sizer(run, c, hw, eff, dem)
+    cands = [size_serve(sizer, lay) for lay in lays]
+    for lay, why in refused:
+        cand = Candidate("serve", lay, lay.world, rejected=why)
+        cand.mem, cand.fits, cand.headroom_ok, _ = _memory(c, lay, run, c.num_spec)
+        cands.append(cand)
+    if not any(x.fits for x in cands):
+        return None
+    chosen, within = best_of(cands, run.slo, hw.total)
+    if chosen is None:  # nothing meets the SLOs: the candidate closest to them, said in a warning
+        fitting = [x for x in cands if x.fits and x.full is not None]
+        chosen = min(fitting or [x for x in cands if x.fits], key=lambda x: x.full.tpot_p95 if x.full else 1e9)
+        within = False
+    s = Search(chosen, cands, hw, eff, eff_why, within)
+    s._slo = run.slo
+    return s
+
+
+# --------------------------------------------------------------------------- disaggregated pools
+
+
+def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
+    """A P/D decode engine: decode-only steps; sequences in flight = arrival rate x decode time (Little's law)."""
+    run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
+    cand = Candidate("decode", lay, lay.world)
+    mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
+    cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
+    if not fits:
+        cand.rejected = why
+        return cand
+    em = lt.EngineModel(c, lay, eff, hw.topo())
+    cap, limit = _batch_cap(run, mem, dem.work, "decode")
+    slo_tpot = run.slo["tpot_p95_ms"] / 1000
+    b, full = lt.max_batch(lambda x: lt.decode_only(em, x, dem.work), slo_tpot, cap)
+    if b == 0:
+        cand.rejected = f"TPOT {_ms(full.tpot_p95)} ms even at one sequence (SLO {run.slo['tpot_p95_ms']} ms)"
+        return cand
+    cand.batch, cand.full, cand.limit = b, full, ("tpot" if b < cap else limit)
+    cand.rejected = _headroom_rule(cand, c)
+    if cand.rejected:
+        return cand
+    inflight = lam * full.e2e if dem.open else float(dem.sessions or 0)
+    reps = max(1, math.ceil(inflight / (b * dem.util * lay.dp) - 1e-9))
+    cand.replicas, cand.gpus = reps, reps * lay.world
+    per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
+    cand.load = lt.decode_only(em, per_rank, dem.work)
+    return cand
+
+
+def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:
+    """A P/D prefill engine: replicas until TTFT p95 (queueing and the KV transfer included) meets the SLO."""
+    run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
+    cand = Candidate("prefill", lay, lay.world)
+    mem, fits, headroom, why = _memory(c, lay, run, 0)
+    cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
+    if not fits:
+        cand.rejected = why
+        return cand
+    em = lt.EngineModel(c, lay, eff, hw.topo())
+    slo_ttft = run.slo["ttft_p95_ms"] / 1000
+
+    def at(reps: int) -> lt.Point:
+        return lt.prefill_only(em, lam / (reps * lay.dp), dem.work, transfer)
+
+    def ok(reps: int) -> bool:
+        p = at(reps)
+        return p.stable and p.rho <= dem.util and p.ttft_p95 <= slo_ttft
+
+    reps = _smallest(ok, 1, 256)
+    if reps is None:
+        cand.rejected = f"TTFT p95 {_ms(at(256).ttft_p95)} ms with no queue (SLO {run.slo['ttft_p95_ms']} ms)"
+        return cand
+    cand.replicas, cand.gpus, cand.load = reps, reps * lay.world, at(reps)
+    cand.batch = 0
+    return cand
+
+
+@dataclass
+class Disagg:
+    prefill: Candidate | None
+    decode: Candidate | None
+    prefill_hw: Hardware
+    decode_hw: Hardware
+    cost: float  # GPU-hours (cost classes) per hour for the traffic
+    within_hw: bool
+    why: str = ""
+    prefill_all: list = field(default_factory=list)
+    decode_all: list = field(default_factory=list)
+    transfer_s: float = 0.0
+    eff_why: list = field(default_factory=list)
+
+
+def _transfer(sz_: Sizer, lay: Layout, same_node: bool, length: float) -> float:
+    """The KV of a ``length``-token prompt from the prefill engine to the decode engine: NVLink inside one node, else
+    the node interconnect."""
+    if same_node:
+        gb, latency = sz_.eff.link_gb_s, perf.interconnect("nvlink")["latency_us"] * 1e-6
+    else:
+        ic = perf.interconnect(sz_.run.n["interconnect"])
+        gb, latency = ic["gb_s_per_gpu"] or sz_.eff.link_gb_s, ic["latency_us"] * 1e-6
+    return lt.kv_transfer_s(sz_.c, length, lay.tp * lay.pp, gb, latency)
+
+
+def search_disagg(run: Run, ctxs: tuple, hws: tuple, lam: float) -> Disagg:
+    """Prefill pool on the main GPUs (no speculative heads), decode pool on the decode GPUs (or the same ones).
+    ``ctxs`` = (main engine context, decode engine context), ``hws`` = (main hardware, decode hardware)."""
+    (c, dc), (hw, dhw) = ctxs, hws
+    dem = demand(run)
+    cp = c.with_spec(None)
+    eff_p, why_p = efficiencies(run, cp, hw)
+    eff_d, why_d = efficiencies(run, dc, dhw)
+    same_node = hw.nodes == 1 and dhw is hw
+    max_pp = run.sup.connector_needs("MooncakeConnector" if run.pol["kv_connector"] == "mooncake" else "NixlConnector")
+    max_pp = max_pp.get("max_pp") or 64  # engine_compat.yaml: NIXL moves hybrid (GDN) state only with PP=1
+    p_lays = [x for x in layouts(run, cp, hw)[0] if x.pp <= max_pp]
+    d_lays = [x for x in layouts(run, dc, dhw)[0] if x.pp <= max_pp]
+    psz, dsz = Sizer(run, cp, hw, eff_p, dem), Sizer(run, dc, dhw, eff_d, dem)
+    prefills = [size_prefill(psz, lay, lam, _transfer(psz, lay, same_node, dem.work.prompt_p95)) for lay in p_lays]
+    decodes = [size_decode(dsz, lay, lam) for lay in d_lays]
+    cost_p, cost_d = hw.gpu["cost_class"], dhw.gpu["cost_class"]
+    pok = [x for x in prefills if x.ok]
+    dok = [x for x in decodes if x.ok]
+    out = Disagg(None, None, hw, dhw, math.inf, False, prefill_all=prefills, decode_all=decodes)
+    out.eff_why = why_p + [w for w in why_d if w not in why_p]
+    if not pok or not dok:
+        out.why = "no prefill layout meets TTFT p95" if not pok else "no decode layout meets TPOT p95"
+        return out
+    best = None
+    for p in pok:
+        for d in dok:
+            cost = p.gpus * cost_p + d.gpus * cost_d
+            fits = p.gpus + d.gpus <= hw.total if dhw is hw else (p.gpus <= hw.total and d.gpus <= dhw.total)
+            key = (not fits, cost, p.gpus + d.gpus, max(p.world, d.world))
+            if best is None or key < best[0]:
+                best = (key, p, d, cost, fits)
+    _key, p, d, cost, fits = best
+    out.prefill, out.decode, out.cost, out.within_hw = p, d, cost, fits
+    out.transfer_s = _transfer(psz, p.lay, same_node, dem.work.prompt_mean)
+    return out
+
+
+def point_at(run: Run, c: EngineCtx, s: Search, lay: Layout) -> lt.Point:
+    """One rank's latency when ``lay.replicas`` engines (fewer than the traffic needs) carry all of it."""
+    em = lt.EngineModel(c, Layout(tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, dcp=lay.dcp), s.eff, s.hw.topo())
+    return _agg_at(em, demand(run), lay.replicas * lay.dp, s.chosen.batch or 1, s.chosen.full)
+
+
+def first_fit_tp(c: EngineCtx, hw: Hardware) -> int:
+    """The smallest TP whose full replica fits a node (the seed's rule; used to explain wider TP choices)."""
+    for tp in valid_tps(c.model, hw.gpn):
+        if valid_tp(c.model, tp)[0] and c.fits(tp, 1)[0]:
+            return tp
+    return 0
+
+
+def kv_gib(mem: dict) -> float:
+    return r(mem["kv_pool_bytes"] / GIB, 2)
