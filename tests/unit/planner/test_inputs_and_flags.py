@@ -309,7 +309,7 @@ def test_no_pd_without_rdma():
         p = plan(dict(inp, interconnect=ic))
         assert p["disaggregated"] is False
         assert "no RDMA" in next(d["why"] for d in p["decisions"] if d["what"] == "disaggregation")
-        assert "disaggregated" not in p["disaggregation_options"]  # not sized: no path for the KV transfer
+        assert "not sized" in p["disaggregation_options"]["disaggregated"]["rejected"]  # no path for the KV transfer
 
 
 def test_decode_pool_holds_the_sessions_it_was_sized_for():

@@ -133,6 +133,88 @@ def _offload(off: dict | None) -> str:
     )
 
 
+def _option_cell(opt: dict | None, key: str) -> str:
+    if not opt or opt.get("rejected"):
+        return (opt or {}).get("rejected", "not sized")
+    return str(opt.get(key, ""))
+
+
+def _pd_md(plan: dict) -> list[str]:
+    """Aggregated and disaggregated options side by side (plan.disaggregation_options)."""
+    opts = plan.get("disaggregation_options") or {}
+    if not opts:
+        return []
+    agg, dis = opts.get("aggregated"), opts.get("disaggregated")
+    rows = []
+    keys = (("GPUs", "gpus"), ("cost / hour", "cost_per_hour"), ("cost / M tokens", "cost_per_million_tokens"))
+    for label, key in keys:
+        rows.append([label, _option_cell(agg, key), _option_cell(dis, key)])
+    if agg and agg.get("serve"):
+        a = agg["serve"]
+        rows.append(["layout", f"{a['replicas']} x {a['gpu_layout']}", ""])
+    if dis and dis.get("prefill"):
+        rows.append(
+            [
+                "P/D pools",
+                "",
+                f"{dis['prefill']['replicas']} x {dis['prefill']['gpu_layout']} prefill + "
+                f"{dis['decode']['replicas']} x {dis['decode']['gpu_layout']} decode "
+                f"(P:D {dis['prefill_to_decode_gpus']})",
+            ]
+        )
+    for metric in ("ttft_p95_ms", "tpot_p95_ms"):
+        a = ((agg or {}).get("serve") or {}).get("latency") or {}
+        if dis and dis.get("prefill"):
+            d = (dis["prefill"] if metric.startswith("ttft") else dis["decode"])["latency"] or {}
+        else:
+            d = {}
+        rows.append([metric, a.get(metric, ""), d.get(metric, "")])
+    out = ["", "### Aggregated vs disaggregated (modelled, at the SLOs)", ""]
+    out.append(_table(["", "aggregated", "disaggregated"], rows))
+    out += ["", f"Choice: **{opts.get('choice')}**: {opts.get('why', '')}"]
+    return out
+
+
+def _latency_md(plan: dict) -> list[str]:
+    lat = plan.get("latency") or {}
+    if not lat:
+        return []
+    slo = plan["slo"]
+    out = ["", "### Latency at the planned load (model)", ""]
+    out.append(
+        _table(
+            ["metric", "p50", "p95", "SLO (p95)"],
+            [
+                ["TTFT ms", lat.get("ttft_p50_ms"), lat.get("ttft_p95_ms"), slo["ttft_p95_ms"]],
+                ["TPOT ms", lat.get("tpot_p50_ms"), lat.get("tpot_p95_ms"), slo["tpot_p95_ms"]],
+            ],
+        )
+    )
+    out += ["", f"Queueing: {lat.get('queueing_model')}", "", f"Efficiencies: {lat.get('efficiency')}"]
+    cands = plan.get("layout_candidates") or []
+    if cands:
+        out += ["", "### Layout candidates", ""]
+        rows = []
+        for c in cands:
+            lay = c["layout"]
+            lt = c.get("latency") or {}
+            rows.append(
+                [
+                    f"TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} EP={lay['ep']}",
+                    c.get("gpus_needed") or "",
+                    c.get("batch_per_rank") or "",
+                    lt.get("ttft_p95_ms", ""),
+                    lt.get("tpot_p95_ms", ""),
+                    ("chosen: " if c.get("chosen") else "") + c.get("why", ""),
+                ]
+            )
+        out.append(_table(["layout", "GPUs", "batch/rank", "TTFT p95", "TPOT p95", "why"], rows))
+    spare = plan.get("spare_gpus") or {}
+    if spare:
+        out += ["", f"Spare GPUs: {spare.get('count')} ({spare.get('why')})"]
+    return out + _pd_md(plan)
+
+
 def to_markdown(plan: dict, title: str | None = None, images: dict | None = None) -> str:
     m, hw, lay, mem, kv = plan["model"], plan["hardware"], plan["layout"], plan["memory"], plan["kv"]
     out = [f"## {title or m['name'] + ' (' + m['id'] + ')'}", ""]
@@ -219,8 +301,9 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
     out.append(_table(["pool", "GPU", "replicas", "GPUs/replica", "GPUs", "required", "layout", "max_num_seqs"], prow))
     if images and images.get("pools"):
         out += ["", f"![pool sizes]({images['pools']})"]
+    out += _latency_md(plan)
     est, eff = plan["estimates"], plan["efficiency"]
-    out += ["", "### Estimates (roofline; efficiency factors are inputs)", ""]
+    out += ["", "### Estimates (step-latency model)", ""]
     out.append(_table(["factor", "value"], [[k, v] for k, v in eff.items()] + [[k, v] for k, v in est.items()]))
     out += ["", "### Decisions", ""]
     out.append(_table(["what", "choice", "why"], [[d["what"], d["choice"], d["why"]] for d in plan["decisions"]]))

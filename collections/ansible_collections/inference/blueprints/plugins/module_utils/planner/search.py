@@ -422,12 +422,13 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
         cand = Candidate("serve", lay, lay.world, rejected=why)
         cand.mem, cand.fits, cand.headroom_ok, _ = _memory(c, lay, run, c.num_spec)
         cands.append(cand)
-    if not any(x.fits for x in cands):
+    servable = [x for x in cands if x.fits and x.rejected != KSERVE_PP]
+    if not servable:
         return None
     chosen, within = best_of(cands, run.slo, hw.total)
     if chosen is None:  # nothing meets the SLOs: the candidate closest to them, said in a warning
-        fitting = [x for x in cands if x.fits and x.full is not None]
-        chosen = min(fitting or [x for x in cands if x.fits], key=lambda x: x.full.tpot_p95 if x.full else 1e9)
+        sized = [x for x in servable if x.full is not None] or servable
+        chosen = min(sized, key=lambda x: x.full.tpot_p95 if x.full else 1e9)
         within = False
     s = Search(chosen, cands, hw, eff, eff_why, within)
     s._slo = run.slo

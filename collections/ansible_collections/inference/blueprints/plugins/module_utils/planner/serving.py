@@ -291,7 +291,16 @@ def choose_disagg(run: Run, c: EngineCtx, lay: Layout, rates: Rates) -> bool:
     s = rates.serve
     if gate:
         rates.disagg = None
-        run.comparison = {"choice": "aggregated", "why": gate, "margin": run.pol["pd_cost_margin"]}
+        ch = s.chosen
+        run.comparison = {
+            "margin": run.pol["pd_cost_margin"],
+            "aggregated": _option_doc([ch], [run.gpu["cost_class"]], rates, run.traffic["output_tokens_mean"])
+            if ch.ok
+            else {"rejected": ch.rejected},
+            "disaggregated": {"rejected": f"not sized: {gate}"},
+            "choice": "aggregated",
+            "why": gate,
+        }
         run.dec.add("disaggregation", False, gate)
         return False
     d = run.n["decode"]

@@ -1,0 +1,381 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""Issue 9: the step-latency model, the layout search, the P/D cost rule, calibration and the recalibrated
+overheads. Each test names what a broken planner would get wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+
+import pytest
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import (
+    PlanError,
+    data,
+    perf,
+    search,
+)
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import latency as lt
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Layout, Run
+
+from tests.unit.planner.blueprint_plan import plan
+
+GIB = 2**30
+CHAT = {"prompt_tokens_mean": 800, "prompt_tokens_p95": 2000, "output_tokens_mean": 200, "output_tokens_p95": 600}
+
+
+def engine(model="Qwen3.6-27B", lay=None, ic="nvlink", **pol):
+    """One engine of ``model`` on 8 x H100 with FP8 weights and KV (``pol``: policy overrides)."""
+    inp = {"model": model, "gpu": "h100", "weights": "fp8", "kv_cache_dtype": "fp8", "policy": {"speculative": "off"}}
+    inp["policy"].update(pol)
+    n = normalize(inp)
+    c = EngineCtx(n, n["gpu"], "fp8", "fp8", None)
+    eff, _why = perf.with_policy(perf.efficiencies(n["gpu"], c.model, "fp8", "fp8"), n["policy"])
+    return lt.EngineModel(c, lay or Layout(tp=1), eff, lt.Topology(8, ic))
+
+
+W = lt.Workload(800, 2000, 200, 8192)
+
+
+# ---------------------------------------------------------------- one step
+
+
+def test_decode_is_memory_bound_and_prefill_compute_bound():
+    em = engine()
+    # decode: the weight reads do not grow with the batch (GEMM time flat from 1 to 32 sequences)
+    g17, g32 = em.stage(17, 0, 900)["gemm"], em.stage(32, 0, 900)["gemm"]
+    assert g32 == pytest.approx(g17, rel=0.05)
+    # prefill: FLOPs grow with the chunk; 8k tokens cost ~8x 1k tokens of GEMM
+    p1, p8 = em.stage(0, 1024, 0, 512)["gemm"], em.stage(0, 8192, 0, 4096)["gemm"]
+    assert 5 < p8 / p1 < 9
+    # halving the measured bandwidth efficiency slows decode GEMMs, not prefill GEMMs
+    slow = engine(decode_mbu=0.3)
+    assert slow.stage(32, 0, 900)["gemm"] > 1.5 * g32 or slow.eff.gemm.launch_s * 300 > 0
+    assert slow.stage(0, 8192, 0, 4096)["gemm"] == pytest.approx(p8, rel=0.05)
+
+
+def test_collectives_follow_the_layout():
+    tp1, tp2 = engine(lay=Layout(tp=1)), engine(lay=Layout(tp=2))
+    assert tp1.stage(32, 0, 900)["allreduce"] == 0
+    assert tp2.stage(32, 0, 900)["allreduce"] > 0
+    # a bigger message (a prefill chunk) costs more all-reduce time than a decode batch
+    assert tp2.stage(0, 8192, 0, 4096)["allreduce"] > 10 * tp2.stage(32, 0, 900)["allreduce"]
+    moe = engine("Qwen3.5-35B-A3B", lay=Layout(tp=1, dp=8, ep=8))
+    assert moe.stage(32, 0, 900)["all2all"] > 0 and moe.stage(32, 0, 900)["allreduce"] == 0
+    # an EP group over two nodes pays the node interconnect
+    wide = engine("Qwen3.5-35B-A3B", lay=Layout(tp=1, dp=16, ep=16), ic="rdma")
+    assert wide.stage(32, 0, 900)["all2all"] > moe.stage(32, 0, 900)["all2all"]
+
+
+def test_per_step_overhead_is_charged():
+    st = engine().stage(1, 0, 100)
+    assert st["elementwise"] > 0
+    # block-FP8 GEMMs cost at least their measured launch floor per call, whatever the batch
+    em = engine()
+    floor = em.eff.gemm.launch_small_s * sum(x[0] for x in em.gemms)
+    assert em.stage(1, 0, 100)["gemm"] >= floor * 0.99
+
+
+def test_mixed_prefill_chunks_slow_decode_steps():
+    em = engine()
+    agg = lt.aggregated(em, 64, W, lam=5.0)
+    pd = lt.decode_only(em, 64, W)
+    assert agg.t_mixed > agg.t_decode and agg.tpot_p50 > pd.tpot_p50
+    assert agg.tpot_p95 >= agg.tpot_p50
+    # more arrivals, more mixed steps: TPOT and TTFT grow
+    busier = lt.aggregated(em, 64, W, lam=10.0)
+    assert busier.mixed_share > agg.mixed_share and busier.tpot_p50 > agg.tpot_p50
+    assert busier.ttft_p95 > agg.ttft_p95
+
+
+def test_ttft_queueing_model():
+    em = engine()
+    light, heavy = lt.aggregated(em, 16, W, lam=0.5), lt.aggregated(em, 16, W, lam=12.0)
+    assert light.ttft_p95 >= light.ttft_p50 > 0 and heavy.rho > light.rho
+    assert heavy.ttft_p95 - heavy.ttft_p50 > light.ttft_p95 - light.ttft_p50  # the wait's tail grows with load
+    # the M/G/1 pieces: Pollaczek-Khinchine and the exponential tail
+    wq, rho = lt.mg1_wait(5.0, 0.1, 0.01)
+    assert rho == 0.5 and wq == pytest.approx(5.0 * 0.01 / (2 * 0.5))
+    assert lt.wait_quantile(wq, rho, 0.95) > wq > lt.wait_quantile(wq, rho, 0.5) == 0.0
+    assert lt.mg1_wait(20.0, 0.1, 0.01)[0] == float("inf")  # saturated
+    # the closed-loop factor (concurrent sessions, no arrival rate) is bounded at 2
+    assert lt.closed_loop_factor(1) == 1.0 and lt.closed_loop_factor(256) == lt.closed_loop_factor(4096) == 2.0
+
+
+def test_lognormal_prompt_lengths_match_mean_and_p95():
+    med, p95, pts = lt.prompt_points(800, 2000)
+    assert p95 == 2000 and med < 800 < pts[-1]
+    s = lt.lognormal_sigma(800, 2000)
+    import math  # noqa: PLC0415
+
+    mu = math.log(800) - s * s / 2
+    assert math.exp(mu + 1.6449 * s) == pytest.approx(2000, rel=1e-3)
+
+
+# ---------------------------------------------------------------- the search
+
+
+def base(**kw):
+    inp = {
+        "model": "Qwen3.6-27B",
+        "gpu": "h100",
+        "gpus_per_node": 8,
+        "nodes": 1,
+        "weights": "fp8",
+        "kv_cache_dtype": "fp8",
+        "traffic": dict(CHAT, arrival_rate_rps=10),
+        "slo": {"ttft_p95_ms": 1000, "tpot_p95_ms": 50},
+        "policy": {"speculative": "off", "kv_offload": "none", "disaggregation": "never"},
+    }
+    inp.update(kw)
+    return inp
+
+
+def _serve(inp):
+    run = Run(normalize(copy.deepcopy(inp)))
+    c = EngineCtx(run.n, run.gpu, inp["weights"], inp["kv_cache_dtype"], None)
+    hw = search.Hardware(run.gpu, run.gpn, run.nodes, run.n["interconnect"])
+    return run, c, search.search_serve(run, c, hw)
+
+
+def test_batch_is_the_largest_that_meets_tpot_p95():
+    run, _c, s = _serve(base())
+    ch = s.chosen
+    slo = run.slo["tpot_p95_ms"] / 1000
+    em = lt.EngineModel(_c, ch.lay, s.eff, s.hw.topo())
+    w = search.workload(run)
+    assert lt.aggregated(em, ch.batch, w).tpot_p95 <= slo
+    if ch.limit == "tpot":
+        assert lt.aggregated(em, ch.batch + 1, w).tpot_p95 > slo
+
+
+def test_replicas_are_the_fewest_that_meet_both_slos():
+    run, c, s = _serve(base(traffic=dict(CHAT, arrival_rate_rps=30)))
+    ch = s.chosen
+    dem = search.demand(run)
+    em = lt.EngineModel(c, ch.lay, s.eff, s.hw.topo())
+    at = search._agg_at(em, dem, ch.replicas * ch.lay.dp, ch.batch, ch.full)
+    assert at.tpot_p95 * 1000 <= run.slo["tpot_p95_ms"] and at.ttft_p95 * 1000 <= run.slo["ttft_p95_ms"]
+    fewer = search._agg_at(em, dem, (ch.replicas - 1) * ch.lay.dp, ch.batch, ch.full) if ch.replicas > 1 else None
+    assert fewer is None or not fewer.stable or fewer.tpot_p95 * 1000 > 50 or fewer.ttft_p95 * 1000 > 1000
+
+
+def test_more_traffic_more_replicas_and_the_plan_says_why():
+    small = plan(base())
+    big = plan(base(traffic=dict(CHAT, arrival_rate_rps=30)))
+    assert small["estimates"]["gpus_needed"] < big["estimates"]["gpus_needed"]
+    for p in (small, big):
+        assert p["latency"]["meets_slo"] is True
+        assert p["latency"]["ttft_p95_ms"] <= 1000 and p["latency"]["tpot_p95_ms"] <= 50
+        d = next(d for d in p["decisions"] if d["what"] == "engine: layout search")
+        assert "fewest GPUs" in d["why"] and "efficiencies" in d["why"]
+        assert p["layout_candidates"][0]["chosen"] and all("why" in c for c in p["layout_candidates"])
+
+
+def test_fewest_gpus_win_and_runner_ups_say_why():
+    p = plan(base())
+    rows = p["layout_candidates"]
+    chosen = rows[0]
+    for r in rows[1:]:
+        if r.get("gpus_needed") and not r.get("rejected"):
+            assert r["gpus_needed"] >= chosen["gpus_needed"]
+            assert ("needs" in r["why"]) or ("same" in r["why"])
+
+
+def test_no_pipeline_parallel_across_nodes():
+    """KServe v0.20.0 ships no preset for pipeline stages on several nodes: never chosen, refused with the reason."""
+    p = plan(
+        {
+            "model": "Qwen3.5-397B-A17B",
+            "gpu": "h100",
+            "gpus_per_node": 8,
+            "nodes": 2,
+            "weights": "fp8",
+            "traffic": dict(CHAT, arrival_rate_rps=5),
+        }
+    )
+    assert p["layout"]["pp"] == 1 or p["layout"]["tp"] * p["layout"]["pp"] <= 8
+    refused = [c for c in p["layout_candidates"] if c["layout"]["tp"] * c["layout"]["pp"] > 8 and c["layout"]["pp"] > 1]
+    assert refused and all("KServe v0.20.0" in c["rejected"] for c in refused)
+    # a dense model that fits only with PP across nodes is an error that says so
+    with pytest.raises(PlanError) as e:
+        plan(
+            {
+                "model": "Llama-3.3-70B-Instruct",
+                "gpu": "l40s",
+                "gpus_per_node": 2,
+                "nodes": 2,
+                "weights": "bf16",
+                "max_model_len": 8192,
+                "slo": {"ttft_p95_ms": 60000, "tpot_p95_ms": 1000},
+                "policy": {"allowed_weights": ["bf16"]},
+            }
+        )
+    assert e.value.field == "nodes" and "KServe v0.20.0" in str(e.value) and "PP=2" in str(e.value)
+
+
+def test_moe_attention_dp_with_ep_is_searched():
+    inp = base(model="Qwen3.5-35B-A3B", nodes=2, traffic=dict(CHAT, arrival_rate_rps=200))
+    _run, _c, s = _serve(inp)
+    lays = [x.lay for x in s.candidates if x.fits]
+    assert any(x.dp > 1 and x.ep == x.tp * x.dp for x in lays)
+    wide = [x for x in s.candidates if x.lay.dp == 16 and x.lay.tp == 1]
+    assert wide and wide[0].fits and wide[0].world == 16  # an EP group over both nodes (LeaderWorkerSet)
+
+
+def test_kv_headroom_below_30_percent_is_allowed_when_tpot_binds():
+    p = plan({"model": "Qwen3.5-397B-A17B", "gpu": "h100", "gpus_per_node": 8, "weights": "fp8"})
+    ch = p["layout_candidates"][0]
+    assert ch["kv_headroom_ok"] is False and ch["batch_limited_by"] != "kv"
+    assert any("below the KV headroom" in w for w in p["warnings"])
+
+
+def test_spare_gpus_are_reported_with_a_reason():
+    p = plan(base())
+    used = sum(x["gpus"] for x in p["pools"].values() if x)
+    assert p["spare_gpus"]["count"] == 8 - used > 0
+    assert p["spare_gpus"]["by_gpu"] == {"h100": 8 - used}
+    assert "autoscaling.max_replicas" in p["spare_gpus"]["why"]
+    assert p["autoscaling"]["max_replicas"] > p["pools"]["serve"]["replicas"]
+
+
+def test_shortfall_is_a_warning_with_the_figures():
+    p = plan(base(traffic=dict(CHAT, arrival_rate_rps=400)))
+    assert any("the hardware holds" in w for w in p["warnings"])
+    assert p["estimates"]["gpus_needed"] > 8 and p["latency"]["meets_slo"] is False
+
+
+# ---------------------------------------------------------------- disaggregation
+
+
+def test_pd_rule_uses_the_stated_margin():
+    inp = base(policy={"speculative": "off", "kv_offload": "none"})
+    inp["traffic"] = dict(CHAT, concurrent_sessions=200)
+    p = plan(inp)
+    opts = p["disaggregation_options"]
+    agg, dis = opts["aggregated"]["cost_per_hour"], opts["disaggregated"]["cost_per_hour"]
+    saving = 1 - dis / agg
+    for margin in (0.0, 0.5):
+        q = plan(dict(inp, policy=dict(inp["policy"], pd_cost_margin=margin)))
+        assert q["disaggregated"] is (saving >= margin and saving > 0)
+        assert q["disaggregation_options"]["margin"] == margin
+    # the P:D ratio comes from the modelled pools, not a constant
+    if p["disaggregated"]:
+        pre, dec = p["pools"]["prefill"], p["pools"]["decode"]
+        assert opts["disaggregated"]["prefill_to_decode_gpus"] == f"{pre['required_gpus']}:{dec['required_gpus']}"
+
+
+# ---------------------------------------------------------------- calibration
+
+
+def test_calibration_replaces_the_efficiency_assumptions():
+    inp = base()
+    before = plan(copy.deepcopy(inp))
+    em = engine()
+    modelled_decode = 1 / em.step(64, 0, 1000)
+    entry = {
+        "model": "Qwen3.6-27B",
+        "gpu": "h100",
+        "vllm_version": "0.33.0",
+        "weights": "fp8",
+        "prefill_tokens_per_s": 12000,
+        "prompt_tokens": 2048,
+        "decode_tokens_per_s_per_seq": modelled_decode / 2,  # measured twice as slow as modelled
+        "batch": 64,
+        "context_tokens": 1000,
+        "source": "verify run (test)",
+    }
+    after = plan(dict(copy.deepcopy(inp), calibration=[entry]))
+    assert after["latency"]["calibrated"] is True and before["latency"]["calibrated"] is False
+    assert "calibrated from measurements (verify run (test)" in after["latency"]["efficiency"]
+    why = " ".join(d["why"] for d in after["decisions"] if d["what"] in ("efficiency", "engine: layout search"))
+    assert "decode" in why and "bandwidth efficiencies x" in why
+    assert after["estimates"]["gpus_needed"] > before["estimates"]["gpus_needed"]
+    # another GPU or engine version is not calibrated by it
+    other = plan(dict(copy.deepcopy(inp), calibration=[dict(entry, vllm_version="0.32.0")]))
+    assert other["latency"]["calibrated"] is False
+
+
+@pytest.mark.parametrize(
+    ("cal", "field"),
+    [
+        ({"gpu": "h100", "vllm_version": "0.33"}, "calibration[0].model"),
+        ({"model": "m", "gpu": "h100", "vllm_version": "0.33"}, "calibration[0]"),
+        ({"model": "m", "gpu": "h100", "vllm_version": "0.33", "prefill_tokens_per_s": -1}, "prefill_tokens_per_s"),
+        ({"model": "m", "gpu": "h100", "vllm_version": "0.33", "colour": 1}, "calibration[0].colour"),
+    ],
+)
+def test_bad_calibration_names_the_field(cal, field):
+    with pytest.raises(PlanError) as e:
+        plan(dict(base(), calibration=[cal]))
+    assert field in e.value.field
+
+
+# ---------------------------------------------------------------- overheads and sources
+
+
+def test_overheads_follow_llm_d_planners_vllm_019_calibration():
+    m = data.models()
+    assert m["Llama-3.3-70B-Instruct"]["overhead_gib"] == 1.89  # LlamaForCausalLM
+    assert m["Qwen3-30B-A3B"]["overhead_gib"] == 2.68  # Qwen3MoeForCausalLM
+    assert m["DeepSeek-V3"]["overhead_gib"] == 1.93  # DeepseekV3ForCausalLM
+    for k in ("Llama-3.3-70B-Instruct", "Qwen3-30B-A3B", "DeepSeek-V3"):
+        assert "PR #254" in m[k]["source"]
+    assert (sz.nontorch_gib(1), sz.nontorch_gib(1, 2), sz.nontorch_gib(2), sz.nontorch_gib(1, 1, 8)) == (
+        0.27,
+        0.07,
+        2.10,
+        2.10,
+    )
+    # hybrids keep the family's measured 7.3 GiB at TP=1 (no hybrid in the vLLM 0.19 calibration)
+    p = plan({"model": "Qwen3.6-27B", "gpu": "rtx-pro-6000", "weights": "fp8", "kv_cache_dtype": "fp8"})
+    assert p["memory"]["overhead_gib_per_gpu"] == pytest.approx(7.3, abs=0.01)
+    p = plan({"model": "Llama-3.3-70B-Instruct", "gpu": "h200", "weights": "fp8", "policy": {"speculative": "off"}})
+    assert p["memory"]["overhead_gib_per_gpu"] == pytest.approx(1.89 + 0.27, abs=0.01)
+
+
+def test_every_gpu_has_sourced_efficiencies():
+    cat = perf.catalog()
+    assert "aiconfigurator 0.12.0" in cat["source"]
+    for gid, g in data.gpus().items():
+        e = perf.efficiencies(dict(g, id=gid), data.models()["Qwen3.6-27B"], "fp8", "fp8")
+        assert e.source, gid
+        assert 0 < e.gemm.compute <= 1 and 0 < e.gemm.bandwidth <= 1 and 0 < e.moe_bandwidth <= 1
+    for ic in ("rdma", "ethernet", "nvlink"):
+        assert cat["interconnects"][ic]["source"]
+
+
+# ---------------------------------------------------------------- plan keys and time
+
+
+def test_new_plan_keys():
+    p = plan(base())
+    for k in ("ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "meets_slo", "queueing_model"):
+        assert k in p["latency"], k
+    assert {"count", "by_gpu", "why"} <= set(p["spare_gpus"])
+    assert {"margin", "choice", "why", "aggregated"} <= set(p["disaggregation_options"])
+    for k in ("replicas", "gpus_per_replica", "gpu", "tp", "pp", "dp", "ep", "dcp", "pcp", "max_num_seqs"):
+        assert k in p["pools"]["serve"]
+    assert p["pools"]["serve"]["max_num_seqs"] == p["layout_candidates"][0]["batch_per_rank"]
+
+
+@pytest.mark.parametrize("model", list(data.models()))
+def test_planning_takes_under_a_second_per_model(model):
+    inp = {
+        "model": model,
+        "gpu": "h100",
+        "gpus_per_node": 8,
+        "nodes": 2,
+        "traffic": dict(CHAT, arrival_rate_rps=20),
+        "max_model_len": 32768,
+    }
+    t = time.perf_counter()
+    with contextlib.suppress(PlanError):  # a model that does not fit plans its error as fast
+        plan(inp)
+    assert time.perf_counter() - t < 1.0
