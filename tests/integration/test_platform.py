@@ -1,7 +1,10 @@
-"""Platform roles on the local control plane (real kube-apiserver, upstream CRDs, status simulator).
+"""The platform stage on the local control plane (real kube-apiserver, upstream CRDs, the real KServe
+controller, status simulator playing OLM and the operators).
 
-Each scenario gets its own control plane instance (``cluster_factory(profile, name=...)``) because
-the platform objects are cluster-wide singletons (ClusterPolicy, NicClusterPolicy, DSC, ...).
+One control plane per profile, started for its test class and stopped after it (one at a time: the
+platform objects are cluster-wide singletons, and the machine is shared). The tests of a class run
+in order on the same cluster: check mode on the fresh cluster, a wait that times out, the converge
+and its no-op re-run, the teardown and its no-op re-run, and a teardown that keeps the operators.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
 
 from tests.ansible_run import run_playbook
 
@@ -20,7 +24,7 @@ TEARDOWN = ROOT / "playbooks" / "teardown.yml"
 CHAT = ROOT / "inventories" / "example-chat"
 EDGE = ROOT / "inventories" / "example-edge-fleet"
 
-# Namespaces the platform roles create (operator namespaces and the pre-pull namespace).
+# Namespaces the platform creates (operator namespaces and the pre-pull namespace).
 OUR_NAMESPACES = {
     "openshift-nfd",
     "nvidia-gpu-operator",
@@ -61,6 +65,7 @@ KINDS = [
     ("v1", "ConfigMap", {"cluster-monitoring-config", "time-slicing-config"}),
     ("apps/v1", "DaemonSet", {"inference-blueprints"}),
 ]
+OLM_KINDS = ("Subscription", "OperatorGroup", "ClusterServiceVersion", "InstallPlan")
 
 
 def snapshot(cp) -> set[tuple[str, str, str]]:
@@ -77,9 +82,7 @@ def snapshot(cp) -> set[tuple[str, str, str]]:
             if kind == "Namespace" and meta["name"] not in OUR_NAMESPACES:
                 continue
             # OLM objects count only in our namespaces (the cluster has global-operators of its own).
-            if kind.startswith(("Subscription", "OperatorGroup", "ClusterServiceVersion", "InstallPlan")) and (
-                meta.get("namespace") not in OUR_NAMESPACES
-            ):
+            if kind in OLM_KINDS and meta.get("namespace") not in OUR_NAMESPACES:
                 continue
             if kind == "Namespace" and (item.get("status") or {}).get("phase") == "Terminating":
                 out.add((kind, "", meta["name"] + " (Terminating)"))
@@ -88,17 +91,13 @@ def snapshot(cp) -> set[tuple[str, str, str]]:
     return out
 
 
-# Every readiness wait runs against the simulator (it plays Gateway and KedaController too).
-SIM_GAPS: dict = {}
-
-
-def _vars(**extra):
-    return {**SIM_GAPS, **extra}
-
-
 def _ok(run):
     assert run.rc == 0, run.failure_messages() or run.stdout[-4000:]
     return run
+
+
+def _changed_tasks(run) -> list[str]:
+    return [r[1] for r in run.results if r[4].get("changed")]
 
 
 def _get(cp, api_version, kind, name, namespace=None):
@@ -109,133 +108,177 @@ def _get(cp, api_version, kind, name, namespace=None):
         return None
 
 
-@pytest.fixture(scope="module")
-def h100(cluster_factory):
-    return cluster_factory("h100-8x2-rdma", name="platform-h100")
+def _kserve_presets(cp) -> list[str]:
+    res = cp.dynamic.resources.get(api_version="serving.kserve.io/v1alpha2", kind="LLMInferenceServiceConfig")
+    return sorted(i["metadata"]["name"] for i in res.get(namespace="redhat-ods-applications").to_dict()["items"])
 
 
-@pytest.fixture(scope="module")
-def sno(cluster_factory):
-    return cluster_factory("sno-rtx-pro-6000", name="platform-sno")
+@pytest.fixture(scope="class")
+def cp(request):
+    """One control plane of the class's profile, with the real KServe controller, stopped after the class."""
+    plane = ControlPlane(request.cls.PROFILE, kserve=True).start()
+    yield plane
+    plane.stop()
 
 
-def test_check_mode_on_a_fresh_cluster_creates_nothing(cluster_factory):
-    cp = cluster_factory("h100-8x2-rdma", name="platform-check")
-    before = snapshot(cp)
-    run = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig, check=True, diff=True, extravars=_vars()))
-    assert snapshot(cp) == before
-    # the dry run went through the API server: the operator objects were validated
-    actions = [o["action"] for r in run.results_of("inference.blueprints.k8s_apply") for o in r.get("objects", [])]
-    assert "created" in actions
+class TestH100:
+    """example-chat on 2 x 8 H100 with RDMA NICs: every platform component, the network operator included."""
 
+    PROFILE = "h100-8x2-rdma"
 
-def test_preflight_short_of_gpus_fails_listing_the_gap_and_creates_nothing(sno):
-    # The chat site plans H100s with RDMA; this cluster is one RTX PRO 6000 without RDMA.
-    before = snapshot(sno)
-    run = run_playbook(PLATFORM, CHAT, kubeconfig=sno.kubeconfig, extravars=_vars())
-    assert run.rc != 0
-    msg = run.failure_messages()
-    assert "requirement(s) not met; nothing was changed" in msg
-    assert "x h100 needed" in msg and "0 found" in msg
-    assert "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition: 1" in msg
-    assert "RDMA" in msg
-    assert snapshot(sno) == before
-    assert not run.results_of("inference.blueprints.k8s_apply")
+    def test_check_mode_on_a_fresh_cluster_creates_nothing(self, cp):
+        before = snapshot(cp)
+        run = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig, check=True, diff=True))
+        assert snapshot(cp) == before
+        # one dry run of both phases went through the API server: every object validated or, in a
+        # namespace this run would create, created without validation
+        applies = run.results_of("inference.blueprints.k8s_apply")
+        assert len(applies) == 1
+        actions = {(o["kind"], o["action"]) for o in applies[0]["objects"]}
+        assert ("Subscription", "created") in actions and ("ClusterPolicy", "created") in actions
+        assert not run.results_of("inference.blueprints.k8s_wait")
 
+    def test_clusterpolicy_never_ready_fails_with_the_timeout_message(self, cp):
+        cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
+        try:
+            run = run_playbook(
+                PLATFORM, CHAT, kubeconfig=cp.kubeconfig, tags="gpu_operator", extravars={"gpu_operator_timeout": 6}
+            )
+        finally:
+            cp.clear_never_ready()
+        assert run.rc != 0
+        msg = run.failure_messages()
+        assert "timed out after 6 s" in msg
+        assert "ClusterPolicy gpu-cluster-policy (nvidia.com/v1)" in msg
+        assert "waited for status.state == 'ready'" in msg
+        assert "last saw status.state=" in msg
+        # only the tagged component: its operator, then its operands
+        applied = {o["kind"] for r in run.results_of("inference.blueprints.k8s_apply") for o in r["objects"]}
+        assert "ClusterPolicy" in applied and "NodeFeatureDiscovery" not in applied
 
-def test_converge_h100_rdma_then_noop(h100):
-    first = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=h100.kubeconfig, extravars=_vars()))
-    assert first.changed > 0
-
-    policy = _get(h100, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
-    assert policy["status"]["state"] == "ready"
-    driver = policy["spec"]["driver"]
-    # the loaded ClusterPolicy schema decides open kernel modules' spelling
-    assert driver.get("kernelModuleType") == "open" or driver.get("useOpenKernelModules") is True
-    assert driver["rdma"] == {"enabled": True, "useHostMofed": False}
-    assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is True
-    nic = _get(h100, "mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy")
-    assert nic["status"]["state"] == "ready"
-    assert "rdma_shared_device_a" in nic["spec"]["rdmaSharedDevicePlugin"]["config"]
-    nfd = _get(h100, "nfd.openshift.io/v1", "NodeFeatureDiscovery", "nfd-instance", "openshift-nfd")
-    assert "0207" in nfd["spec"]["workerConfig"]["configData"]
-    dsc = _get(h100, "datasciencecluster.opendatahub.io/v1", "DataScienceCluster", "default-dsc")
-    assert dsc["spec"]["components"]["kserve"]["managementState"] == "Managed"
-    gw = _get(h100, "gateway.networking.k8s.io/v1", "Gateway", "openshift-ai-inference", "openshift-ingress")
-    assert gw["spec"]["gatewayClassName"] == "openshift-default"
-    for ns, name in [
-        ("openshift-nfd", "nfd"),
-        ("nvidia-gpu-operator", "gpu-operator-certified"),
-        ("nvidia-network-operator", "nvidia-network-operator"),
-        ("redhat-ods-operator", "rhods-operator"),
-        ("openshift-lws-operator", "leader-worker-set"),
-        ("cert-manager-operator", "openshift-cert-manager-operator"),
-        ("openshift-keda", "openshift-custom-metrics-autoscaler-operator"),
-    ]:
-        sub = _get(h100, "operators.coreos.com/v1alpha1", "Subscription", name, ns)
-        assert sub and sub["status"]["state"] == "AtLatestKnown", (ns, name)
-    pis = _get(h100, "machineconfiguration.openshift.io/v1", "PinnedImageSet", "inference-blueprints-worker")
-    assert pis["metadata"]["labels"]["machineconfiguration.openshift.io/role"] == "worker"
-    assert all("@sha256:" in i["name"] for i in pis["spec"]["pinnedImages"])
-    keda = _get(h100, "keda.sh/v1alpha1", "KedaController", "keda", "openshift-keda")
-    assert keda is not None
-    cm = _get(h100, "v1", "ConfigMap", "cluster-monitoring-config", "openshift-monitoring")
-    assert "enableUserWorkload: true" in cm["data"]["config.yaml"]
-
-    second = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=h100.kubeconfig, extravars=_vars()))
-    assert second.changed == 0, [r[1] for r in second.results if r[4].get("changed")]
-
-
-def test_clusterpolicy_never_ready_fails_with_the_timeout_message(cluster_factory):
-    cp = cluster_factory("h100-8x2-rdma", name="platform-timeout")
-    cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
-    try:
-        run = run_playbook(
-            PLATFORM,
-            CHAT,
-            kubeconfig=cp.kubeconfig,
-            tags="nfd,gpu_operator",
-            extravars=_vars(gpu_operator_timeout=6),
+    def test_converge_then_noop(self, cp):
+        presets = _kserve_presets(cp)
+        assert presets, "the KServe controller installs its presets at start"
+        first = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig))
+        assert first.changed > 0
+        # each phase: one apply, one wait
+        assert len(first.results_of("inference.blueprints.k8s_apply")) == 2
+        assert len(first.results_of("inference.blueprints.k8s_wait")) == 2
+        waited = [o["ref"] for r in first.results_of("inference.blueprints.k8s_wait") for o in r["objects"]]
+        assert any(ref.startswith("ClusterServiceVersion nvidia-gpu-operator/") for ref in waited)
+        assert "CustomResourceDefinition llminferenceservices.serving.kserve.io (apiextensions.k8s.io/v1)" in waited
+        # operands of APIs this cluster does not serve are named, not applied
+        notes = " ".join(str(r[4].get("msg", "")) for r in first.results if r[2] == "ansible.builtin.debug")
+        assert (
+            "IPPool nvidia-network-operator/rdma-pool (the cluster does not serve nv-ipam.nvidia.com/v1alpha1)" in notes
         )
-    finally:
-        cp.clear_never_ready()
-    assert run.rc != 0
-    msg = run.failure_messages()
-    assert "timed out after 6 s" in msg
-    assert "ClusterPolicy gpu-cluster-policy (nvidia.com/v1)" in msg
-    assert "waited for status.state == 'ready'" in msg
-    assert "last saw status.state=" in msg
+
+        policy = _get(cp, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
+        assert policy["status"]["state"] == "ready"
+        driver = policy["spec"]["driver"]
+        # the ClusterPolicy schema this cluster serves (GPU operator v24.3 CRD) predates kernelModuleType
+        assert driver.get("useOpenKernelModules") is True and "kernelModuleType" not in driver
+        assert driver["rdma"] == {"enabled": True, "useHostMofed": False}
+        assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+        nic = _get(cp, "mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy")
+        assert nic["status"]["state"] == "ready"
+        assert "rdma_shared_device_a" in nic["spec"]["rdmaSharedDevicePlugin"]["config"]
+        nfd = _get(cp, "nfd.openshift.io/v1", "NodeFeatureDiscovery", "nfd-instance", "openshift-nfd")
+        assert "0207" in nfd["spec"]["workerConfig"]["configData"]
+        dsc = _get(cp, "datasciencecluster.opendatahub.io/v1", "DataScienceCluster", "default-dsc")
+        assert dsc["spec"]["components"]["kserve"]["managementState"] == "Managed"
+        gw = _get(cp, "gateway.networking.k8s.io/v1", "Gateway", "openshift-ai-inference", "openshift-ingress")
+        assert gw["spec"]["gatewayClassName"] == "openshift-default"
+        for ns, name in [
+            ("openshift-nfd", "nfd"),
+            ("nvidia-gpu-operator", "gpu-operator-certified"),
+            ("nvidia-network-operator", "nvidia-network-operator"),
+            ("redhat-ods-operator", "rhods-operator"),
+            ("openshift-lws-operator", "leader-worker-set"),
+            ("cert-manager-operator", "openshift-cert-manager-operator"),
+            ("openshift-keda", "openshift-custom-metrics-autoscaler-operator"),
+        ]:
+            sub = _get(cp, "operators.coreos.com/v1alpha1", "Subscription", name, ns)
+            assert sub and sub["status"]["state"] == "AtLatestKnown", (ns, name)
+            # the catalog's default channel, read at preflight
+            assert sub["spec"].get("channel"), (ns, name)
+        pis = _get(cp, "machineconfiguration.openshift.io/v1", "PinnedImageSet", "inference-blueprints-worker")
+        assert pis["metadata"]["labels"]["machineconfiguration.openshift.io/role"] == "worker"
+        assert all("@sha256:" in i["name"] for i in pis["spec"]["pinnedImages"])
+        assert _get(cp, "keda.sh/v1alpha1", "KedaController", "keda", "openshift-keda") is not None
+        cm = _get(cp, "v1", "ConfigMap", "cluster-monitoring-config", "openshift-monitoring")
+        assert "enableUserWorkload: true" in cm["data"]["config.yaml"]
+
+        second = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig))
+        assert second.changed == 0, _changed_tasks(second)
+        # no second read of the cluster when every operator was already installed
+        assert len(second.results_of("inference.blueprints.cluster_facts")) == 1
+        # OpenShift AI's objects leave what KServe installed in its namespace alone
+        assert _kserve_presets(cp) == presets
+
+    def test_teardown_leaves_none_of_our_objects_and_a_second_changes_nothing(self, cp):
+        run = _ok(run_playbook(TEARDOWN, CHAT, kubeconfig=cp.kubeconfig))
+        assert run.changed > 0
+        assert snapshot(cp) == set()
+        # not ours: the namespace KServe runs in stays
+        assert _get(cp, "v1", "Namespace", "redhat-ods-applications") is not None
+        again = _ok(run_playbook(TEARDOWN, CHAT, kubeconfig=cp.kubeconfig))
+        assert again.changed == 0, _changed_tasks(again)
+
+    def test_teardown_can_keep_the_operators(self, cp):
+        _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig, tags="nfd,gpu_operator"))
+        _ok(run_playbook(TEARDOWN, CHAT, kubeconfig=cp.kubeconfig, extravars={"teardown_keep_operators": True}))
+        assert _get(cp, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is None
+        assert _get(cp, "nfd.openshift.io/v1", "NodeFeatureDiscovery", "nfd-instance", "openshift-nfd") is None
+        sub = _get(cp, "operators.coreos.com/v1alpha1", "Subscription", "gpu-operator-certified", "nvidia-gpu-operator")
+        assert sub is not None
+        assert _get(
+            cp,
+            "operators.coreos.com/v1alpha1",
+            "ClusterServiceVersion",
+            sub["status"]["installedCSV"],
+            "nvidia-gpu-operator",
+        )
 
 
-def test_teardown_leaves_none_of_our_objects(h100):
-    run = _ok(run_playbook(TEARDOWN, CHAT, kubeconfig=h100.kubeconfig, extravars=_vars()))
-    assert run.changed > 0
-    left = {obj for obj in snapshot(h100) if obj[0] != "Namespace" or obj[2] in OUR_NAMESPACES}
-    assert left == set(), sorted(left)
+class TestSno:
+    """One RTX PRO 6000 on Single Node OpenShift, no RDMA."""
 
+    PROFILE = "sno-rtx-pro-6000"
 
-def test_teardown_can_keep_the_operators(cluster_factory):
-    cp = cluster_factory("h100-8x2-rdma", name="platform-keep")
-    extravars = _vars()
-    _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig, tags="nfd,gpu_operator", extravars=extravars))
-    _ok(
-        run_playbook(TEARDOWN, CHAT, kubeconfig=cp.kubeconfig, extravars={**extravars, "teardown_keep_operators": True})
-    )
-    assert _get(cp, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is None
-    assert _get(cp, "operators.coreos.com/v1alpha1", "Subscription", "gpu-operator-certified", "nvidia-gpu-operator")
+    def test_preflight_short_of_gpus_fails_listing_the_gap_and_creates_nothing(self, cp):
+        # The chat site plans H100s with RDMA; this cluster is one RTX PRO 6000 without RDMA.
+        before = snapshot(cp)
+        run = run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig)
+        assert run.rc != 0
+        msg = run.failure_messages()
+        assert "requirement(s) not met; nothing was changed" in msg
+        assert "x h100 needed" in msg and "0 found" in msg
+        assert "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition: 1" in msg
+        assert "RDMA: the plan uses RDMA (" in msg and "hardware.interconnect is rdma" in msg
+        assert snapshot(cp) == before
+        assert not run.results_of("inference.blueprints.k8s_apply")
 
-
-def test_converge_sno_rtx_pro_6000_then_noop(sno):
-    host = "store-berlin-001"
-    first = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=sno.kubeconfig, limit=host, extravars=_vars()))
-    assert first.changed > 0
-    policy = _get(sno, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
-    assert policy["status"]["state"] == "ready"
-    assert policy["spec"]["driver"]["rdma"]["enabled"] is False  # no RDMA on this site
-    # no network operator: the edge blueprint does not list it and no plan needs RDMA
-    assert _get(sno, "mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy") is None
-    # Single Node OpenShift: the images are pinned in the master pool
-    pis = _get(sno, "machineconfiguration.openshift.io/v1", "PinnedImageSet", "inference-blueprints-master")
-    assert pis is not None
-    second = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=sno.kubeconfig, limit=host, extravars=_vars()))
-    assert second.changed == 0, [r[1] for r in second.results if r[4].get("changed")]
+    def test_converge_then_noop(self, cp):
+        host = "store-berlin-001"
+        first = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host))
+        assert first.changed > 0
+        policy = _get(cp, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
+        assert policy["status"]["state"] == "ready"
+        assert policy["spec"]["driver"]["rdma"]["enabled"] is False  # no RDMA on this site
+        # no network operator: the edge blueprint does not list it and no plan needs RDMA
+        assert _get(cp, "mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy") is None
+        assert (
+            _get(
+                cp,
+                "operators.coreos.com/v1alpha1",
+                "Subscription",
+                "nvidia-network-operator",
+                "nvidia-network-operator",
+            )
+            is None
+        )
+        # Single Node OpenShift: the images are pinned in the master pool
+        assert _get(cp, "machineconfiguration.openshift.io/v1", "PinnedImageSet", "inference-blueprints-master")
+        second = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host))
+        assert second.changed == 0, _changed_tasks(second)

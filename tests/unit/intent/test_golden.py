@@ -1,4 +1,5 @@
-"""Golden files: the objects every example site renders are checked in (tests/golden/).
+"""Golden files: the objects every example site renders, platform and serving stage, are checked
+in (tests/golden/).
 
 A change to the planner, the intent or a template shows up as a reviewable diff of these files.
 Regenerate them with ``UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/intent/test_golden.py``
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
-from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+from ansible_collections.inference.blueprints.plugins.plugin_utils import platform, render
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
@@ -34,9 +35,10 @@ _Dumper.add_representer(str, _str)
 
 
 def rendered_text(intent: dict) -> str:
-    docs = []
-    for stage in ("serving",):
-        docs.extend(render.render_components(intent["stages"][stage], intent))
+    """Both stages in apply order: the platform (operators, then operands; the intent as rendering
+    leaves it, bound to no cluster: the newest APIs), then the serving stage."""
+    docs = list(platform.render_phase(intent, "all")["objects"])
+    docs.extend(render.render_components(intent["stages"]["serving"], intent))
     # absolute paths differ between checkouts: the golden files hold none
     return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120, default_flow_style=False)
 

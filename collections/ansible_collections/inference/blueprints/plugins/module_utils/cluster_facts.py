@@ -302,6 +302,8 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 "channel": spec.get("channel"),
                 "installed_csv": st.get("installedCSV"),
                 "state": st.get("state"),
+                # teardown removes only the Subscriptions the collection created
+                "managed_by": _labels(sub).get("app.kubernetes.io/managed-by"),
             }
         for csv in (get("/apis/operators.coreos.com/v1alpha1/clusterserviceversions") or {}).get("items") or []:
             meta = csv.get("metadata") or {}
@@ -327,6 +329,8 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 manifests[pkg] = {
                     "default_channel": st.get("defaultChannel"),
                     "channels": [c.get("name") for c in st.get("channels") or []],
+                    # the CSV a new Subscription to the channel installs (its head)
+                    "heads": {c.get("name"): c.get("currentCSV") for c in st.get("channels") or [] if c.get("name")},
                     "catalog": st.get("catalogSource"),
                     "catalog_namespace": st.get("catalogSourceNamespace"),
                 }
@@ -345,6 +349,11 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 }
             )
     facts["machine_config_pools"] = pools
+
+    # The cluster monitoring configuration (config.yaml), whose other settings the platform keeps
+    # when it turns user-workload monitoring on (openshift/cluster-monitoring-operator).
+    cm = get("/api/v1/namespaces/openshift-monitoring/configmaps/cluster-monitoring-config")
+    facts["cluster_monitoring_config"] = ((cm or {}).get("data") or {}).get("config.yaml") if cm else None
     return summarize(facts)
 
 
@@ -407,6 +416,7 @@ def facts_from_inventory(hardware, openshift_version=None, single_node=None):
         "operators": [],
         "packagemanifests": {},
         "machine_config_pools": [],
+        "cluster_monitoring_config": None,
     }
     return summarize(facts)
 
@@ -435,8 +445,10 @@ def summarize(facts):
 
 
 def _count_gpus(facts, catalog_id):
+    """(GPUs of the type, nodes with them, the most on one node)."""
     total = 0
     nodes = 0
+    largest = 0
     for n in facts["nodes"]:
         g = n["gpu"]
         if not g["present"]:
@@ -444,11 +456,38 @@ def _count_gpus(facts, catalog_id):
         if g.get("catalog_id") == catalog_id or gpu_matches(catalog_id, g["product"]):
             total += g["count"]
             nodes += 1
-    return total, nodes
+            largest = max(largest, g["count"])
+    return total, nodes, largest
 
 
-def evaluate(facts, requirements):
-    """Every unmet requirement, one line each (empty list = ready)."""
+def _api_gap(facts, api):
+    """Why a required API is not served (None when it is)."""
+    served = facts["served"].get(api["group"])
+    wanted = api.get("versions") or []
+    why = api.get("for", "the blueprint")
+    if served is None:
+        return f"API group {api['group']} is not served (needed for {why})"
+    if wanted and not set(wanted) & set(served):
+        return (
+            f"API group {api['group']} serves {', '.join(served)} but one of {', '.join(wanted)} is needed (for {why})"
+        )
+    kind = api.get("kind")
+    for version in wanted or served:
+        listed = [
+            k.rsplit("/", 1)[1] for k in facts.get("api_resources") or {} if k.startswith(f"{api['group']}/{version}/")
+        ]
+        if kind and listed and version in served and kind not in listed:
+            return f"API {api['group']}/{version} is served without the kind {kind} (needed for {why})"
+    return None
+
+
+def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of requirement
+    """Every unmet requirement, one line each (empty list = ready).
+
+    ``requirements`` is what the deployment intent says the site needs (intent/platform.py
+    decides it; see ``requirements_from_plans``): openshift_min/max, apis, gpus, rdma,
+    single_node, storage_class, allow_unobserved_gpus.
+    """
     req = requirements or {}
     unmet = []
 
@@ -468,22 +507,16 @@ def evaluate(facts, requirements):
 
     if facts.get("source") == "cluster":
         for api in req.get("apis") or []:
-            served = facts["served"].get(api["group"])
-            wanted = api.get("versions") or []
-            if served is None:
-                unmet.append(f"API group {api['group']} is not served (needed for {api.get('for', 'the blueprint')})")
-            elif wanted and not set(wanted) & set(served):
-                unmet.append(
-                    f"API group {api['group']} serves {', '.join(served)} but one of {', '.join(wanted)} "
-                    f"is needed (for {api.get('for', 'the blueprint')})"
-                )
+            gap = _api_gap(facts, api)
+            if gap:
+                unmet.append(gap)
 
     gpu_unobserved_ok = bool(req.get("allow_unobserved_gpus"))
     for need in req.get("gpus") or []:
         gpu, count = need["gpu"], _int(need.get("count"))
         if count <= 0:
             continue
-        have, nodes = _count_gpus(facts, gpu)
+        have, nodes, largest = _count_gpus(facts, gpu)
         if not facts["gpus"]["observable"] and gpu_unobserved_ok:
             facts["warnings"].append(
                 f"GPUs: no node shows GPU labels or capacity yet; {count} x {gpu} needed, "
@@ -495,6 +528,11 @@ def evaluate(facts, requirements):
             unmet.append(
                 f"GPUs: {count} x {gpu} needed ({need.get('for', 'the plan')}), {have} found on {nodes} node(s) "
                 f"(cluster GPUs by product: {seen})"
+            )
+        elif _int(need.get("per_pod")) > largest:
+            unmet.append(
+                f"GPUs: a pod needs {_int(need.get('per_pod'))} x {gpu} on one node ({need.get('for', 'the plan')}); "
+                f"the most {gpu} GPUs on one node is {largest}"
             )
 
     rdma = req.get("rdma")
@@ -525,91 +563,41 @@ def evaluate(facts, requirements):
     return unmet
 
 
-# APIs that must already be served when a component starts (they are not installed by our roles).
-COMPONENT_APIS = {
-    "nfd": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
-    "gpu_operator": [
-        ("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions"),
-        ("monitoring.coreos.com", ["v1"], "the DCGM exporter ServiceMonitor"),
-    ],
-    "network_operator": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
-    "openshift_ai": [
-        ("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions"),
-        ("gateway.networking.k8s.io", ["v1"], "the GatewayClass and Gateway llm-d serving uses (OpenShift >= 4.19)"),
-    ],
-    "autoscaling": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
-    "gitops": [("operators.coreos.com", ["v1alpha1"], "OLM Subscriptions")],
-}
-# APIs a serving component needs; required up front only when no platform role installs them.
+# The APIs the serving stage needs and the platform component that installs them:
+# name -> (installer, group, versions, kind). intent/platform.py decides which a site needs;
+# k8s_client names the installer when a kind is not served.
 SERVING_APIS = {
-    "model_service": ("openshift_ai", "serving.kserve.io", ["v1alpha2", "v1alpha1"], "LLMInferenceService"),
-    "inference_scheduler": ("openshift_ai", "inference.networking.k8s.io", ["v1"], "InferencePool"),
-    "serving_autoscaling": ("autoscaling", "keda.sh", ["v1alpha1"], "KEDA ScaledObject"),
+    "llminferenceservice": ("openshift_ai", "serving.kserve.io", ["v1alpha2"], "LLMInferenceService"),
+    "inferencepool": ("openshift_ai", "inference.networking.k8s.io", ["v1"], "InferencePool"),
+    # KServe v0.20.0 installs the legacy pool CRD (config/llmisvc/gateway-inference-extension.yaml);
+    # its P/D decode preset starts the routing sidecar with --pool-group=inference.networking.x-k8s.io
+    "legacy_inferencepool": ("openshift_ai", "inference.networking.x-k8s.io", ["v1alpha2"], "InferencePool"),
+    "inferenceobjective": ("openshift_ai", "llm-d.ai", ["v1alpha2"], "InferenceObjective"),
+    "leaderworkerset": ("openshift_ai", "leaderworkerset.x-k8s.io", ["v1"], "LeaderWorkerSet"),
+    "scaledobject": ("autoscaling", "keda.sh", ["v1alpha1"], "ScaledObject"),
 }
 
-
-def rdma_needed(plans, hardware):
-    """RDMA needed = any plan with kv_connector.transport rdma, or hardware.interconnect rdma."""
-    if (hardware or {}).get("interconnect") == "rdma":
-        return True
-    for entry in plans or []:
-        plan = (entry or {}).get("plan") or {}
-        if ((plan.get("kv_connector") or {}).get("transport")) == "rdma":
-            return True
-        if ((plan.get("hardware") or {}).get("interconnect")) == "rdma":
-            return True
-    return False
+_REQUIREMENT_DEFAULTS = {
+    "gpus": [],
+    "apis": [],
+    "rdma": False,
+    "single_node": None,
+    "storage_class": False,
+    "allow_unobserved_gpus": False,
+}
 
 
 def requirements_from_plans(plans, hardware, components, overrides=None):
-    """What the plans need from the cluster, as the dict ``evaluate`` reads."""
-    hw = hardware or {}
-    comps = list(components or [])
-    gpus = {}
-    for entry in plans or []:
-        plan = (entry or {}).get("plan") or {}
-        name = ((entry or {}).get("model") or {}).get("name") or (plan.get("model") or {}).get("name") or "?"
-        pools = plan.get("pools") or {}
-        for role, pool in pools.items():
-            if not isinstance(pool, dict):
-                continue
-            gpu = pool.get("gpu") or (plan.get("hardware") or {}).get("gpu") or hw.get("gpu")
-            count = _int(pool.get("gpus")) or _int(pool.get("replicas"), 1) * _int(pool.get("gpus_per_replica"), 1)
-            if not gpu or count <= 0:
-                continue
-            need = gpus.setdefault(gpu, {"gpu": gpu, "count": 0, "for": []})
-            need["count"] += count
-            need["for"].append(f"{name} {role} {_int(pool.get('replicas'), 1)}x{_int(pool.get('gpus_per_replica'), 1)}")
-    apis = []
-    seen = set()
-    for comp in comps:
-        for group, versions, why in COMPONENT_APIS.get(comp, []):
-            if (group, tuple(versions)) not in seen:
-                seen.add((group, tuple(versions)))
-                apis.append({"group": group, "versions": versions, "for": f"{why} ({comp})"})
-    for comp, (installer, group, versions, kind) in SERVING_APIS.items():
-        if comp in comps and installer not in comps:
-            why = f"{kind} ({comp}; {installer} is not in the blueprint)"
-            apis.append({"group": group, "versions": versions, "for": why})
-    gpu_nodes = _int(hw.get("nodes"), 1)
-    req = {
-        "gpus": [{**v, "for": "; ".join(v["for"])} for v in gpus.values()],
-        "apis": apis,
-        "rdma": {"nodes": gpu_nodes, "why": "kv_connector transport or hardware.interconnect is rdma"}
-        if rdma_needed(plans, hw)
-        else False,
-        "single_node": None,
-        "storage_class": any(
-            not str((((e or {}).get("model") or {}).get("artifact") or {}).get("uri") or "oci://").startswith("oci://")
-            for e in plans or []
-        ),
-        "allow_unobserved_gpus": "gpu_operator" in comps,
-    }
+    """The requirements ``evaluate`` checks: the ones given (``overrides``), missing keys empty.
+
+    What a site needs from its cluster is decided once, by the deployment intent
+    (``intent/platform.py``, ``intent.platform.requirements``), which the preflight step passes
+    whole as ``requirements``. ``plans``, ``hardware`` and ``components`` are no longer read;
+    they stay in the signature for the module's arguments.
+    """
+    del plans, hardware, components
+    req = dict(_REQUIREMENT_DEFAULTS)
     for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        if key == "apis":
-            req["apis"] = req["apis"] + list(value)
-        else:
+        if value is not None:
             req[key] = value
     return req

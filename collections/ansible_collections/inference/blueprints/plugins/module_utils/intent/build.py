@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ..planner.inputs import plain
-from . import inventory, serving
+from . import inventory, platform, serving
 from . import site as site_mod
 
 INTENT_VERSION = 1
@@ -80,4 +80,8 @@ def build(site: dict, plans: list[dict]) -> dict:
         "decisions": [],
     }
     intent["serving"] = serving.build(site, plans, intent)
+    # the platform the serving stage needs (intent/platform.py), not yet bound to a cluster read:
+    # the newest APIs; the preflight step binds it to what the cluster serves
+    intent["platform"] = platform.build(intent)
+    intent["stages"]["platform"] = intent["platform"]["components"]
     return intent

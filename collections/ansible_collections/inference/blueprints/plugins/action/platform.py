@@ -1,0 +1,124 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin for inference.blueprints.platform: bind the deployment intent to a cluster read,
+and render the platform stage's objects and waits, phase by phase."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
+from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as render_platform
+from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
+
+ARGUMENT_SPEC = {
+    "bind": {"type": "dict"},
+    "operators_ready": {"type": "bool", "default": False},
+    "phase": {"type": "str", "choices": ["operators", "operands", "all"]},
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "components": {"type": "list", "elements": "str"},
+    "hosts": {"type": "list", "elements": "str"},
+    "deliveries": {"type": "list", "elements": "str", "choices": ["apply", "render", "gitops"]},
+    "write": {"type": "bool", "default": False},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    @staticmethod
+    def _intents(task_vars: dict, host: str) -> dict:
+        return (task_vars["hostvars"][host].get("ansible_facts") or {}).get("site_intents") or {}
+
+    def _intent(self, task_vars: dict, host: str) -> dict:
+        intents = self._intents(task_vars, host)
+        if host not in intents:
+            raise AnsibleActionFail(
+                f"inference.blueprints.platform: no deployment intent for {host}; run inference.blueprints.site first"
+            )
+        return intents[host]
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_one_of=[["bind", "phase"]])
+        task_vars = task_vars or {}
+        me = task_vars["inventory_hostname"]
+        check = bool(self._task.check_mode)
+        bound = None
+        try:
+            if args["bind"] is not None:
+                bound = platform_mod.bind(
+                    self._intent(task_vars, me), args["bind"], operators_ready=args["operators_ready"], dry_run=check
+                )
+                # only this host's entry: every reader takes a host's intent from that host's facts, and a
+                # fleet would otherwise copy every cluster's intent into every host's result
+                result["ansible_facts"] = {"site_intents": {me: bound}}
+                result["platform"] = self._summary(bound["platform"])
+            if args["phase"]:
+                result.update(self._render(task_vars, args, me, bound, check))
+        except (SchemaError, render_mod.RenderError) as e:
+            result.update(failed=True, msg=f"inference.blueprints.platform: {e}")
+            return result
+        result.setdefault("changed", False)
+        return result
+
+    @staticmethod
+    def _summary(p: dict) -> dict:
+        return {
+            "components": p["components"],
+            "rdma": p["rdma"],
+            "source": p["cluster"]["source"],
+            "operators_pending": p["operators_pending"],
+            "decisions": p["decisions"],
+            "notes": p["notes"],
+        }
+
+    def _render(self, task_vars: dict, args: dict, me: str, bound: dict | None, check: bool) -> dict:
+        hosts = args["hosts"] or [me]
+        per_host, files, changed = {}, [], False
+        for host in hosts:
+            intent = bound if (host == me and bound is not None) else self._intent(task_vars, host)
+            delivery = intent["site"]["delivery"]
+            if args["deliveries"] and delivery not in args["deliveries"]:
+                continue
+            out = render_platform.render_phase(intent, args["phase"], args["components"], args["state"])
+            per_host[host] = {**out, "intent": intent}
+            if args["write"] and delivery in ("render", "gitops") and args["state"] == "present":
+                # one directory per cluster under the site's render_dir; platform objects carry their
+                # namespace (or are cluster-scoped): no default namespace is added
+                results, _diffs, host_changed = apply_mod.render(
+                    out["objects"], os.path.join(intent["site"]["render_dir"], host), None, check
+                )
+                changed |= host_changed
+                files.extend(r["path"] for r in results)
+        mine = per_host.get(me)
+        if mine is None:
+            return {"changed": changed, "objects": [], "waits": [], "wait_timeout": 0, "dropped": [], "files": files,
+                    "hosts": sorted(per_host), "counts": {h: len(v["objects"]) for h, v in per_host.items()},
+                    "operators_pending": [], "notes": []}  # fmt: skip
+        p = mine["intent"]["platform"]
+        return {
+            "changed": changed,
+            "objects": mine["objects"],
+            "waits": waits_mod.specs(mine["waits"]),
+            # the longest any component asks for (also the deadline of a removal's deletes)
+            "wait_timeout": waits_mod.timeout_of(mine["waits"], mine["timeout"]),
+            "dropped": mine["dropped"],
+            "components": mine["components"],
+            # operators the cluster read did not see installed: after phase 1 the flow reads the
+            # cluster again and binds to the APIs they serve
+            "operators_pending": [c for c in p["operators_pending"] if c in mine["components"]],
+            "notes": p["notes"],
+            "files": files,
+            "hosts": sorted(per_host),
+            "counts": {h: len(v["objects"]) for h, v in per_host.items()},
+        }
