@@ -49,7 +49,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_one_of=[["bind", "phase"]])
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_one_of=[["bind", "phase"]])[1]
         task_vars = task_vars or {}
         me = task_vars["inventory_hostname"]
         check = bool(self._task.check_mode)

@@ -11,10 +11,10 @@ short_description: Bind the deployment intent to a cluster read and render the p
 version_added: 0.2.0
 description:
   - With O(bind), recomputes the platform part of the cluster's deployment intent (C(intent.platform),
-    module_utils/intent/platform.py) for what P(inference.blueprints.cluster_facts#module) read: the API versions and
-    CRD schemas the cluster serves, the catalog's default channels and the CSVs to wait for, the topology, the
-    cluster monitoring configuration. The bound intent replaces this host's entry of C(ansible_facts.site_intents),
-    so every later task renders for that cluster.
+    module_utils/intent/platform.py) for what P(inference.blueprints.cluster_facts#module) read, that is the API
+    versions and CRD schemas the cluster serves, the catalog's default channels and the CSVs to wait for, the
+    topology and the cluster monitoring configuration. The bound intent replaces this host's entry of
+    C(ansible_facts.site_intents), so every later task renders for that cluster.
   - With O(phase), renders the platform stage from the intent through the shape-only templates of the platform roles
     and returns the objects and the readiness waits of that phase. Phase V(operators) holds every selected
     component's Namespace, OperatorGroup and Subscription (C(roles/olm_operator/templates/objects.yml.j2)); phase
@@ -36,8 +36,8 @@ options:
     type: dict
   operators_ready:
     description:
-      - With O(bind), the operators of every component are installed (the flow's first phase saw every CSV succeed):
-        operands whose API the cluster still does not serve are left out, with the reason, instead of failing the
+      - With O(bind), the operators of every component are installed (the flow's first phase saw every CSV succeed),
+        so operands whose API the cluster still does not serve are left out, with the reason, instead of failing the
         apply.
     type: bool
     default: false

@@ -25,8 +25,6 @@ import json
 import math
 import re
 
-import yaml
-
 from ..cluster_facts import SERVING_APIS
 from .schema import IMAGE_BY_DIGEST, SchemaError
 
@@ -67,8 +65,10 @@ def _version(text) -> tuple:
     return tuple(int(p) for p in parts)
 
 
-def _yaml(value) -> str:
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
+def _yaml(value, sort_keys: bool = False) -> str:
+    import yaml  # lazy: module_utils import only the standard library at load time
+
+    return yaml.safe_dump(value, sort_keys=sort_keys, default_flow_style=False)
 
 
 def _split(api_version: str) -> tuple[str, str]:
@@ -147,6 +147,8 @@ class Cluster:
         text = self.facts.get("cluster_monitoring_config")
         if not text:
             return {}
+        import yaml  # lazy, as in _yaml
+
         try:
             parsed = yaml.safe_load(text)
         except yaml.YAMLError:
@@ -160,7 +162,7 @@ class Cluster:
             return {"source": self.source, "openshift_version": self.openshift_version, "served": None, "kinds": None}
         kinds: dict[str, list] = {}
         for key in sorted(self.facts.get("api_resources") or {}):
-            gv, _, kind = key.rpartition("/")
+            gv, kind = key.rsplit("/", 1)
             kinds.setdefault(gv, []).append(kind)
         return {
             "source": self.source,
@@ -559,7 +561,7 @@ class _Builder:
             monitoring = {
                 "namespace": MONITORING_NAMESPACE,
                 "name": MONITORING_CONFIG,
-                "config": yaml.safe_dump(config, sort_keys=True, default_flow_style=False),
+                "config": _yaml(config, sort_keys=True),
                 # removed on teardown only when it holds nothing but our setting
                 "removable": not (set(base) - {"enableUserWorkload"}),
             }
