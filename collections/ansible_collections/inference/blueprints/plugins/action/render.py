@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
+from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
 
 ARGUMENT_SPEC = {
@@ -27,14 +28,6 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
 
-    def _intent(self, task_vars: dict, host: str) -> dict:
-        intents = (task_vars["hostvars"][host].get("ansible_facts") or {}).get("site_intents") or {}
-        if host not in intents:
-            raise AnsibleActionFail(
-                f"inference.blueprints.render: no deployment intent for {host}; run inference.blueprints.site first"
-            )
-        return intents[host]
-
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
@@ -45,10 +38,17 @@ class ActionModule(ActionBase):
         )
         task_vars = task_vars or {}
         hosts = args["hosts"] or [task_vars["inventory_hostname"]]
-        per_host, changed, files = {}, False, []
+        per_host, changed, files, apply_hosts = {}, False, [], []
+        try:
+            intents = intents_mod.get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
+        except SchemaError as e:
+            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
+            return result
         try:
             for host in hosts:
-                intent = self._intent(task_vars, host)
+                intent = intents[host]
+                if intent["site"]["delivery"] == "apply":
+                    apply_hosts.append(host)
                 if args["deliveries"] and intent["site"]["delivery"] not in args["deliveries"]:
                     continue
                 roles = args["components"] or intent["stages"][args["stage"]]
@@ -83,5 +83,8 @@ class ActionModule(ActionBase):
             files=files,
             hosts=sorted(per_host),
             counts={h: len(v["objects"]) for h, v in per_host.items()},
+            apply_hosts=apply_hosts,
+            msg=", ".join(f"{h}: {len(v['objects'])} objects" for h, v in sorted(per_host.items()))
+            or "nothing rendered",
         )
         return result

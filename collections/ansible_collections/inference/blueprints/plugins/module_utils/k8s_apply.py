@@ -335,6 +335,13 @@ def entry(obj, action, **extra):
     return out
 
 
+def _dumper():
+    try:
+        return yaml.CSafeDumper  # libyaml: writing a fleet's files is mostly YAML emitting
+    except AttributeError:  # PyYAML without libyaml
+        return yaml.SafeDumper
+
+
 def render_path(render_dir, obj):
     meta = obj["metadata"]
     group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "core"
@@ -344,6 +351,7 @@ def render_path(render_dir, obj):
 
 def render(objs, render_dir, namespace, check_mode):
     results, diffs, changed = [], [], False
+    dumper = _dumper()
     # plain types: objects templated in-process carry Ansible's tagged str/dict subclasses
     objs = json.loads(json.dumps(objs))
     for obj in objs:
@@ -352,7 +360,7 @@ def render(objs, render_dir, namespace, check_mode):
             meta["namespace"] = namespace
         obj = {**obj, "metadata": meta}
         path = render_path(render_dir, obj)
-        text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        text = yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False)
         old = None
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:

@@ -18,8 +18,10 @@ description:
   - Bad input fails before anything is read from or written to a cluster, with every problem at once, each
     naming the variable by its path (C(models[0].traffic.arrival_rate_rps)), what was wrong and what would be
     valid. A misspelled variable close to a known one is an error.
-  - "Sets the fact C(site_intents) (C({host: intent})) on the hosts. Run it once for all clusters of a play
-    (C(run_once) with O(hosts) set to C(ansible_play_hosts)); identical models are planned once."
+  - "Sets the fact C(site_intents) (C({host: intent})) on the host it runs for. Run it per host (no
+    C(run_once)): each cluster then holds only its own intent, which keeps a fleet of hundreds of sites
+    fast; identical models are planned once (plans are cached on disk, keyed by their inputs and the
+    planner's code)."
   - Runs on the controller as an action plugin and changes nothing.
 author:
   - inference.blueprints contributors (@inference-blueprints)
@@ -37,6 +39,10 @@ options:
     description: Also write the sizing report (Markdown, SVG charts, the plans as JSON) into each site's C(report_dir).
     type: bool
     default: false
+  set_facts:
+    description: Set C(site_intents). V(false) with O(report) writes the report of O(hosts) only.
+    type: bool
+    default: true
 notes:
   - The variables a site may set are listed in C(docs/contracts.md), section 1.
 seealso:
@@ -45,9 +51,14 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Validate the site, plan every model and compute the deployment intent
+- name: Validate the site, plan every model and compute the deployment intent (each cluster its own)
+  inference.blueprints.site:
+
+- name: Write the sizing report of every cluster of the play
   inference.blueprints.site:
     hosts: "{{ ansible_play_hosts }}"
+    report: true
+    set_facts: false
   run_once: true
 
 - name: Print one cluster's plan
@@ -66,6 +77,15 @@ ansible_facts:
       type: dict
 hosts:
   description: The hosts whose intent was computed.
+  returned: success
+  type: list
+  elements: str
+deliveries:
+  description: The delivery (apply, render or gitops) of every computed host.
+  returned: success
+  type: dict
+summary:
+  description: The plans of the computed hosts as readable lines, clusters with the same plans together.
   returned: success
   type: list
   elements: str
@@ -90,6 +110,7 @@ def main():
             "hosts": {"type": "list", "elements": "str"},
             "blueprints_dir": {"type": "path"},
             "report": {"type": "bool", "default": False},
+            "set_facts": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )

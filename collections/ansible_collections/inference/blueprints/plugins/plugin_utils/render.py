@@ -23,6 +23,10 @@ ROLES_DIR = os.path.join(COLLECTION_DIR, "roles")
 TEMPLATE = "objects.yml.j2"
 
 
+# libyaml when PyYAML has it: rendering a fleet is mostly YAML parsing
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class RenderError(Exception):
     pass
 
@@ -73,7 +77,7 @@ def render_component(role: str, intent: dict) -> list[dict]:
         return []
     text = render_text(role, intent)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d]
+        docs = [d for d in yaml.load_all(text, Loader=_LOADER) if d]
     except yaml.YAMLError as e:
         raise RenderError(f"{role}/templates/{TEMPLATE} rendered invalid YAML: {e}") from None
     labels = intent.get("labels") or {}

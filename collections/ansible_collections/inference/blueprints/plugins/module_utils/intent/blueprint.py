@@ -86,7 +86,7 @@ def _load_file(name: str, path: str) -> dict:
 
     try:
         with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh) or {}
+            doc = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 or {}
     except yaml.YAMLError as e:
         raise SchemaError([("", f"YAML syntax error: {e}")], where=path) from None
     bp = validate(doc, blueprint_schema(), where=path)

@@ -257,7 +257,7 @@ def _component_specs() -> dict[str, dict[str, Field]]:
     out: dict[str, dict[str, Field]] = {}
     for role in component_names():
         with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
-            spec = yaml.safe_load(fh) or {}
+            spec = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 or {}
         options = ((spec.get("argument_specs") or {}).get("main") or {}).get("options") or {}
         # a component's tunables are its `<role>_*` options; anything else in a spec is an internal input
         out[role] = {

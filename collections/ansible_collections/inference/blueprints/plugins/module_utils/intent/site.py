@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
+import hashlib
 import json
+import os
 
 from ..planner import PlanError, plan
 from ..planner.inputs import plain
@@ -33,7 +36,54 @@ HARDWARE_FIELDS = (
 )
 MODEL_PLANNER_FIELDS = ("weights", "kv_cache_dtype", "max_model_len", "contexts", "gpu_memory_utilization")
 
+PLANNER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "planner")
 _PLAN_CACHE: dict[str, dict] = {}
+
+
+@functools.cache
+def _planner_fingerprint() -> str:
+    """A digest of the planner's code and catalogs: a cached plan is reused only by the same planner."""
+    digest = hashlib.sha256()
+    for root, _dirs, files in sorted(os.walk(PLANNER_DIR)):
+        for name in sorted(files):
+            if name.endswith((".py", ".yaml", ".yml")):
+                with open(os.path.join(root, name), "rb") as fh:
+                    digest.update(name.encode() + b"\0" + fh.read())
+    return digest.hexdigest()[:16]
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("INFERENCE_BLUEPRINTS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "inference-blueprints"
+    )
+    return os.path.join(base, "plans")
+
+
+def _cached_plan(inp: dict) -> dict:
+    """plan(inp), memoised in this process and on disk (Ansible runs the site action in a fresh
+    worker process per host: a fleet of identical sites plans once). Plans are pure functions of
+    their inputs and the planner's code and catalogs, which the key includes."""
+    key = hashlib.sha256((_planner_fingerprint() + json.dumps(inp, sort_keys=True, default=str)).encode()).hexdigest()
+    if key in _PLAN_CACHE:
+        return _PLAN_CACHE[key]
+    path = os.path.join(_cache_dir(), key[:2], key + ".json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            _PLAN_CACHE[key] = json.load(fh)
+            return _PLAN_CACHE[key]
+    except (OSError, ValueError):
+        pass
+    result = plan(copy.deepcopy(inp))
+    _PLAN_CACHE[key] = result
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(result, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written is only slower
+    return result
 
 
 def misspelled_variables(names, ignore=()) -> list[tuple[str, str]]:
@@ -160,15 +210,12 @@ def plan_models(site: dict) -> list[dict]:
     """``[{model, plan}]`` for every model of the site. Identical inputs are planned once per process."""
     out, errors = [], []
     for i, model in enumerate(site["models"]):
-        inp = planner_inputs(site, model)
-        key = json.dumps(inp, sort_keys=True, default=str)
-        if key not in _PLAN_CACHE:
-            try:
-                _PLAN_CACHE[key] = plan(copy.deepcopy(inp))
-            except PlanError as e:
-                errors.append((_field_path(e.field, i), e.message))
-                continue
-        out.append({"model": model, "plan": copy.deepcopy(_PLAN_CACHE[key])})
+        try:
+            result = _cached_plan(planner_inputs(site, model))
+        except PlanError as e:
+            errors.append((_field_path(e.field, i), e.message))
+            continue
+        out.append({"model": model, "plan": copy.deepcopy(result)})
     if errors:
         raise SchemaError(errors, f"host {site['host']}")
     return out

@@ -29,3 +29,20 @@ def lines(intent: dict) -> list[str]:
         out.extend(f"{model['name']}: WARNING {w}" for w in plan.get("warnings") or [])
     out.extend(f"{d['model']}: {d['what']} = {d['choice']} | {d['why']}" for d in intent.get("decisions") or [])
     return out
+
+
+def fleet_lines(intents: dict) -> list[str]:
+    """The plan lines of many clusters, clusters with the same plans listed once together."""
+    import json
+
+    groups: dict[str, list[str]] = {}
+    for host, intent in intents.items():
+        key = json.dumps([p["plan"] for p in intent["plans"]], sort_keys=True)
+        groups.setdefault(key, []).append(host)
+    out = []
+    for hosts in groups.values():
+        first = intents[hosts[0]]
+        shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+        out.append(f"clusters {shown}: the same plan" if len(hosts) > 1 else f"cluster {shown}")
+        out.extend("  " + line for line in lines(first)[1:])
+    return out

@@ -17,8 +17,10 @@ CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalog"
 def _load(name: str) -> dict:
     import yaml  # lazy: not needed to import the package
 
+    # libyaml's loader when PyYAML has it: the catalogs load in every Ansible worker process
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(os.path.join(CATALOG_DIR, name), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
 
 
 def load(name: str) -> dict:

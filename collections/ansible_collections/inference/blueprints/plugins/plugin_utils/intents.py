@@ -1,0 +1,103 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Deployment intents inside action plugins: computed from the hosts' inventory variables (the one
+function, intent/build.py) or taken from the ``site_intents`` fact an earlier task set.
+
+Actions that work on many clusters at once (the render actions of a fleet) compute the intents
+they lack themselves, in one process, instead of asking every host to carry every other host's
+intent as a fact (that copying grows with the square of the fleet).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.vars.reserved import get_reserved_names
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
+
+# Variables Ansible defines for every host; never site variables.
+MAGIC = frozenset(
+    (
+        "hostvars",
+        "groups",
+        "group_names",
+        "inventory_hostname",
+        "inventory_hostname_short",
+        "inventory_dir",
+        "inventory_file",
+        "playbook_dir",
+        "play_hosts",
+        "role_names",
+        "role_name",
+        "role_path",
+        "role_uuid",
+        "omit",
+        "environment",
+        "vars",
+    )
+)
+
+
+def blueprint_dirs(task_vars: dict, explicit: str | None = None) -> list[str]:
+    """Where to look for blueprint files: explicit, next to the playbooks, next to the inventory, the cwd."""
+    dirs = [explicit] if explicit else []
+    playbook_dir = task_vars.get("playbook_dir")
+    inventory_dir = task_vars.get("inventory_dir")
+    if playbook_dir:
+        dirs += [os.path.join(playbook_dir, "..", "blueprints"), os.path.join(playbook_dir, "..", "..", "blueprints")]
+    if inventory_dir:
+        dirs += [os.path.join(inventory_dir, "..", "..", "blueprints"), os.path.join(inventory_dir, "..", "blueprints")]
+    dirs.append(os.path.join(os.getcwd(), "blueprints"))
+    return [d for d in dirs if d]
+
+
+def runtime_names(variable_manager, host: str) -> frozenset[str]:
+    """Names a run set on the host (registered results, set_fact, facts): not inventory variables,
+    so the misspelled-variable check leaves them alone."""
+    names: set[str] = set()
+    for cache_name in ("_nonpersistent_fact_cache", "_fact_cache"):
+        cache = getattr(variable_manager, cache_name, None)
+        try:
+            names.update((cache or {}).get(host) or {})
+        except (TypeError, KeyError, AttributeError):
+            continue
+    return frozenset(names)
+
+
+def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_manager=None) -> dict[str, dict]:
+    """{host: intent} from each host's variables. Raises SchemaError on bad input."""
+    ignore = MAGIC | frozenset(get_reserved_names())
+    candidates = blueprint_dirs(task_vars, blueprints_dir)
+    hostvars = task_vars["hostvars"]
+    wanted = build.variable_names()
+    out = {}
+    for host in hosts:
+        if host not in hostvars:
+            raise AnsibleActionFail(f"unknown host {host!r}")
+        hv = hostvars[host]
+        names = [to_text(n) for n in hv]
+        values = {n: hv[n] for n in names if n in wanted}
+        set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
+        out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)
+    return out
+
+
+def known(task_vars: dict, host: str) -> dict | None:
+    """The intent the ``site_intents`` fact holds for host (this task's own facts first), or None."""
+    mine = (task_vars.get("ansible_facts") or {}).get("site_intents") or {}
+    if host in mine:
+        return mine[host]
+    hostvars = task_vars["hostvars"]
+    raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hostvars[host]
+    return ((raw.get("ansible_facts") or {}).get("site_intents") or {}).get(host)
+
+
+def get(task_vars: dict, hosts, variable_manager=None) -> dict[str, dict]:
+    """{host: intent}: the known ones, the others computed here. Raises SchemaError on bad input."""
+    out = {h: known(task_vars, h) for h in hosts}
+    missing = [h for h, i in out.items() if i is None]
+    if missing:
+        out.update(compute(task_vars, missing, variable_manager=variable_manager))
+    return out
