@@ -282,3 +282,31 @@ class TestSno:
         assert _get(cp, "machineconfiguration.openshift.io/v1", "PinnedImageSet", "inference-blueprints-master")
         second = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host))
         assert second.changed == 0, _changed_tasks(second)
+
+
+RENDER_CHECKED = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Check every cluster's inventory against its requirements, then write its platform objects
+      inference.blueprints.platform:
+        phase: all
+        hosts: "{{ ansible_play_hosts }}"
+        deliveries: [render, gitops]
+        write: true
+        check_inventory: true
+      run_once: true
+"""
+
+
+def test_a_fleet_that_renders_is_checked_against_its_inventory_before_anything_is_written(tmp_path):
+    out = tmp_path / "render"
+    extravars = {"delivery": "render", "render_dir": str(out), "preflight_openshift_version": "4.18.9"}
+    run = run_playbook(RENDER_CHECKED, EDGE, extravars=extravars)
+    assert run.rc != 0
+    msg = run.failure_messages()
+    assert "preflight: 3 requirement(s) not met; nothing was written" in msg
+    assert "store-berlin-001: OpenShift version 4.18.9 is older than the supported minimum 4.19" in msg
+    assert not out.exists()
+    ok = _ok(run_playbook(RENDER_CHECKED, EDGE, extravars={**extravars, "preflight_openshift_version": "4.21.2"}))
+    assert ok.changed == 1 and len(list(out.rglob("*.yaml"))) > 3 * 20

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts as facts_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
+from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as render_platform
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
 
@@ -25,6 +26,7 @@ ARGUMENT_SPEC = {
     "hosts": {"type": "list", "elements": "str"},
     "deliveries": {"type": "list", "elements": "str", "choices": ["apply", "render", "gitops"]},
     "write": {"type": "bool", "default": False},
+    "check_inventory": {"type": "bool", "default": False},
 }
 
 
@@ -34,17 +36,10 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
 
-    @staticmethod
-    def _intents(task_vars: dict, host: str) -> dict:
-        return (task_vars["hostvars"][host].get("ansible_facts") or {}).get("site_intents") or {}
-
-    def _intent(self, task_vars: dict, host: str) -> dict:
-        intents = self._intents(task_vars, host)
-        if host not in intents:
-            raise AnsibleActionFail(
-                f"inference.blueprints.platform: no deployment intent for {host}; run inference.blueprints.site first"
-            )
-        return intents[host]
+    def _intents(self, task_vars: dict, hosts) -> dict:
+        """{host: intent}: the site_intents fact where a host has one, else computed here (a fleet that
+        renders carries no intent facts; plugin_utils/intents.py)."""
+        return intents_mod.get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -57,19 +52,36 @@ class ActionModule(ActionBase):
         try:
             if args["bind"] is not None:
                 bound = platform_mod.bind(
-                    self._intent(task_vars, me), args["bind"], operators_ready=args["operators_ready"], dry_run=check
+                    self._intents(task_vars, [me])[me],
+                    args["bind"],
+                    operators_ready=args["operators_ready"],
+                    dry_run=check,
                 )
                 # only this host's entry: every reader takes a host's intent from that host's facts, and a
                 # fleet would otherwise copy every cluster's intent into every host's result
                 result["ansible_facts"] = {"site_intents": {me: bound}}
                 result["platform"] = self._summary(bound["platform"])
             if args["phase"]:
-                result.update(self._render(task_vars, args, me, bound, check))
+                out = self._render(task_vars, args, me, bound, check)
+                if out.get("failed"):
+                    result.update(out)
+                    return result
+                result.update(out)
         except (SchemaError, render_mod.RenderError) as e:
             result.update(failed=True, msg=f"inference.blueprints.platform: {e}")
             return result
         result.setdefault("changed", False)
         return result
+
+    @staticmethod
+    def _inventory_gaps(intent: dict) -> list[str]:
+        """The preflight check of a cluster that is rendered, not read: the site's requirements
+        (intent.platform.requirements) against what its inventory says the hardware is."""
+        if not intent["options"]["preflight"]["preflight_fail_on_unmet"]:
+            return []
+        pre = intent["platform"]["preflight"]
+        facts = facts_mod.facts_from_inventory(intent["hardware"], pre["openshift_version"])
+        return facts_mod.evaluate(facts, intent["platform"]["requirements"])
 
     @staticmethod
     def _summary(p: dict) -> dict:
@@ -84,12 +96,25 @@ class ActionModule(ActionBase):
 
     def _render(self, task_vars: dict, args: dict, me: str, bound: dict | None, check: bool) -> dict:
         hosts = args["hosts"] or [me]
-        per_host, files, changed = {}, [], False
+        per_host, files, changed, gaps = {}, [], False, []
+        selected = []
+        intents = self._intents(task_vars, [h for h in hosts if not (h == me and bound is not None)])
         for host in hosts:
-            intent = bound if (host == me and bound is not None) else self._intent(task_vars, host)
-            delivery = intent["site"]["delivery"]
-            if args["deliveries"] and delivery not in args["deliveries"]:
+            intent = bound if (host == me and bound is not None) else intents[host]
+            if args["deliveries"] and intent["site"]["delivery"] not in args["deliveries"]:
                 continue
+            selected.append((host, intent))
+            if args["check_inventory"]:
+                gaps.extend(f"{host}: {gap}" for gap in self._inventory_gaps(intent))
+        if gaps:
+            lines = "\n".join(f"  - {g}" for g in gaps)
+            return {
+                "failed": True,
+                "msg": f"preflight: {len(gaps)} requirement(s) not met; nothing was written:\n{lines}",
+                "unmet": gaps,
+            }
+        for host, intent in selected:
+            delivery = intent["site"]["delivery"]
             out = render_platform.render_phase(intent, args["phase"], args["components"], args["state"])
             per_host[host] = {**out, "intent": intent}
             if args["write"] and delivery in ("render", "gitops") and args["state"] == "present":

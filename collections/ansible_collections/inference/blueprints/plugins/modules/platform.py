@@ -67,6 +67,14 @@ options:
     description: Write the objects of C(render)/C(gitops) clusters to their render directory.
     type: bool
     default: false
+  check_inventory:
+    description:
+      - Before rendering, check every selected cluster's requirements (C(intent.platform.requirements)) against
+        what its inventory says the hardware is, as preflight does for a cluster it cannot read, and fail listing
+        every gap of every cluster without writing anything. For a fleet that renders, this is its preflight in
+        one task.
+    type: bool
+    default: false
 seealso:
   - module: inference.blueprints.site
   - module: inference.blueprints.cluster_facts
@@ -164,6 +172,7 @@ def main():
             "hosts": {"type": "list", "elements": "str"},
             "deliveries": {"type": "list", "elements": "str", "choices": ["apply", "render", "gitops"]},
             "write": {"type": "bool", "default": False},
+            "check_inventory": {"type": "bool", "default": False},
         },
         required_one_of=[["bind", "phase"]],
         supports_check_mode=True,
