@@ -215,6 +215,7 @@ SITE_OF_BLUEPRINT = {
     "rag": "example-rag",
     "batch": "example-batch",
     "edge_sno": "example-edge-fleet",
+    "ai_grid": "example-ai-grid",
 }
 
 

@@ -13,14 +13,21 @@ from __future__ import annotations
 import os
 
 from ..planner.inputs import plain
-from . import inventory, platform, serving
+from . import grid, inventory, platform, serving
 from . import site as site_mod
 
 INTENT_VERSION = 1
 MANAGED_BY = "inference-blueprints"
 
 # Which stage deploys each component (blueprint files list components in apply order).
-SERVING_COMPONENTS = ("kv_cache", "inference_scheduler", "model_service", "serving_autoscaling", "observability")
+SERVING_COMPONENTS = (
+    "kv_cache",
+    "inference_scheduler",
+    "model_service",
+    "ai_gateway",
+    "serving_autoscaling",
+    "observability",
+)
 CHECK_COMPONENTS = ("preflight",)
 
 
@@ -40,6 +47,7 @@ def common_labels(site: dict) -> dict:
 def site_intent(host: str, values: dict, names, bdir_candidates: list[str], ignore=()) -> dict:
     """Validate, plan and build the intent of one cluster host. Raises SchemaError on bad input."""
     site = site_mod.resolve(str(host), values, bdir_candidates, names=names, ignore=ignore)
+    grid.validate(site)  # the AI grid's rules between variables, before anything is planned
     plans = site_mod.plan_models(site)
     return plain(build(site, plans))
 
@@ -80,6 +88,8 @@ def build(site: dict, plans: list[dict]) -> dict:
         "decisions": [],
     }
     intent["serving"] = serving.build(site, plans, intent)
+    # the AI grid's front door (tenants, tiers, cascade) and its plan report (intent/grid.py)
+    intent["gateway"] = grid.build(site, intent)
     # the platform the serving stage needs (intent/platform.py), not yet bound to a cluster read:
     # the newest APIs; the preflight step binds it to what the cluster serves
     intent["platform"] = platform.build(intent)

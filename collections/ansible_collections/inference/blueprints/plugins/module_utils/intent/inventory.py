@@ -24,6 +24,7 @@ from ..planner import data as catalog
 from ..planner import inputs as planner_inputs
 from .schema import (
     DNS_LABEL,
+    DNS_SUBDOMAIN,
     IMAGE_BY_DIGEST,
     MISSING,
     Field,
@@ -178,6 +179,68 @@ TOLERATION = Field(
     drop_unset=True,
 )
 
+# AI grid (blueprint ai_grid, intent/grid.py): tenants, their tiers and the model cascade. The
+# cross-field rules (a tenant's tier is a tier, its models are the site's, ...) are in grid.validate.
+_INLINE_CREDENTIAL_KEYS = ("key", "api_key", "apiKey", "token", "value", "password", "secret_key", "data")
+
+
+def _credential(value) -> str | None:
+    """A tenant credential is a Secret reference, never the key itself (the value is never echoed)."""
+    how = "give a Secret reference {secret: <name>} whose data holds the tenant's API key under the tenant's name"
+    if isinstance(value, str):
+        return f"an inline credential is not accepted (value not shown); {how}"
+    if not isinstance(value, dict):
+        return f"must be a Secret reference; {how}"
+    inline = [k for k in value if k in _INLINE_CREDENTIAL_KEYS]
+    if inline:
+        return f"an inline credential ({', '.join(map(str, inline))}) is not accepted (value not shown); {how}"
+    unknown = [k for k in value if k != "secret"]
+    if unknown:
+        return f"unknown key(s) {', '.join(map(str, unknown))}; valid keys: secret"
+    name = value.get("secret")
+    if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        return f"secret must name a Secret (a DNS-1123 subdomain); {how}"
+    return None
+
+
+TENANT = Field(
+    "dict",
+    options={
+        "name": Field("str", required=True, pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", max_length=50),
+        "tier": Field("str", required=True, doc="one of the site's tiers (gold, silver, bronze)"),
+        "models": Field("list", required=True, elements=Field("str"), min_items=1, doc="models[].name it may use"),
+        "tokens_per_minute": Field(
+            "int", minimum=0, exclusive_minimum=True, doc="token budget per minute (> 0; default: its tier's)"
+        ),
+        "credential": Field("raw", required=True, check=_credential, secret=True, doc="{secret: <Secret name>}"),
+    },
+)
+
+TIER = Field(
+    "dict",
+    required=True,
+    options={
+        "max_tokens": Field(
+            "int", required=True, minimum=1, doc="the largest max_tokens a request of the tier may ask"
+        ),
+        "tokens_per_minute": Field("int", required=True, minimum=0, exclusive_minimum=True),
+        "queue_seconds": Field("float", required=True, minimum=0, exclusive_minimum=True),
+    },
+)
+
+CASCADE = Field(
+    "dict",
+    options={
+        "enabled": Field("bool", default=False),
+        "model": Field("str", default="auto", doc="the model name clients send to enter the cascade"),
+        "order": Field("list", elements=Field("str"), min_items=2, doc="models[].name, smallest first"),
+        "easy_fraction": Field("float", minimum=0, exclusive_minimum=True, maximum=1),
+        "hard_fraction": Field("float", minimum=0, maximum=1, default=0),
+        "escalate_prompt_bytes": Field("int", minimum=1, doc="requests at least this large start one class up"),
+    },
+    doc="AI grid model cascade: order (smallest first), easy_fraction, hard_fraction, escalate_prompt_bytes",
+)
+
 # Site variables. The blueprint file's `defaults` may set any of these except the ones in
 # SITE_ONLY (they describe the site, not the traffic shape).
 SITE_FIELDS: dict[str, Field] = {
@@ -232,10 +295,34 @@ SITE_FIELDS: dict[str, Field] = {
         options=TRAFFIC.options,
         doc="fallback traffic for models without their own (usually a blueprint default)",
     ),
+    "tenants": Field(
+        "list",
+        elements=TENANT,
+        check=unique_names("name"),
+        default=[],
+        doc="AI grid tenants: name, tier, models, tokens_per_minute, credential {secret}",
+    ),
+    "tiers": Field(
+        "dict",
+        values=TIER,
+        default={},
+        doc="AI grid tiers by priority class name: max_tokens, tokens_per_minute, queue_seconds",
+    ),
+    "cascade": CASCADE,
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
 }
-SITE_ONLY = ("blueprint", "site_name", "hardware", "models", "blueprints_dir", "k8s_kubeconfig", "k8s_context")
+SITE_ONLY = (
+    "blueprint",
+    "site_name",
+    "hardware",
+    "models",
+    "blueprints_dir",
+    "k8s_kubeconfig",
+    "k8s_context",
+    "tenants",
+    "cascade",
+)
 
 
 @functools.cache

@@ -202,7 +202,21 @@ def autoscaling_common(site: dict, models: list[dict]) -> dict | None:
         if not auto:
             continue
         triggers = []
-        if m["scheduler"]:
+        tiers = ((m["scheduler"] or {}).get("flow_control") or {}).get("scale") or []
+        if tiers:
+            # AI grid: one trigger per tier on the flow-control queue of that priority, each with the
+            # tier's threshold, so a gold queue adds replicas sooner than a bronze one of the same
+            # length (intent/grid.py). Pool-wide triggers would scale every tier alike: none here.
+            for t in tiers:
+                triggers.append(
+                    {
+                        "name": f"queue-{t['tier']}",
+                        "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}",'
+                        f'priority="{t["priority"]}"}})',
+                        "threshold": str(t["threshold"]),
+                    }
+                )
+        elif m["scheduler"]:
             triggers.append(
                 {
                     "name": "epp-queue",

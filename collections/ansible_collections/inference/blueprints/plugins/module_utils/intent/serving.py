@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import engine, monitoring, quantity, scheduler
+from . import engine, grid, monitoring, quantity, scheduler
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -369,10 +369,13 @@ class _Model:
     def _scheduler(self) -> dict:
         opts = self.options["inference_scheduler"]
         weights = self.site.get("scorer_weights") or opts["inference_scheduler_weights"]
+        # AI grid tiers: flow control queues requests in priority bands (intent/grid.py)
+        flow = grid.flow_control(self.site, self.plan)
         cfg = scheduler.epp_config(
             self.disaggregated,
             weights,
             int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
+            flow_control=flow["bands"] if flow else None,
         )
         return {
             "config": cfg,
@@ -389,6 +392,7 @@ class _Model:
             "objective_header": scheduler.OBJECTIVE_HEADER,
             "pool_group": scheduler.POOL_GROUP,
             "router": scheduler.ROUTER,
+            "flow_control": flow,
         }
 
 
