@@ -1,0 +1,236 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine of inference.blueprints.k8s_drift: what changed on the cluster behind our back.
+
+For every object of the intent it reports, without writing anything:
+
+* the object is missing;
+* a field we set has another value live (the field, the live and the intended value), and who
+  owns it now: a server-side apply dry run with our field manager and no force names every
+  field another manager took over (HTTP 409 causes), and the live object's managedFields name
+  the manager of a changed field;
+* a label or annotation on our object that we did not set (controllers' own domains excepted).
+
+Objects are compared as the server stores them (quantities, defaulted list keys), with the same
+rules the apply engine uses to prove a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as engine
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+
+ARGUMENT_SPEC = dict(
+    objects=dict(type="list", elements="dict", required=True),
+    field_manager=dict(type="str", default="inference-blueprints"),
+    **kc.AUTH_ARG_SPEC,
+)
+
+# Label and annotation domains controllers and the platform write on objects: never drift.
+SYSTEM_DOMAINS = (
+    "kubernetes.io",
+    "k8s.io",
+    "openshift.io",
+    "kserve.io",
+    "serving.kserve.io",
+    "operators.coreos.com",
+    "olm.operatorframework.io",
+    "argocd.argoproj.io",
+    "deployment.kubernetes.io",
+)
+
+
+def _key_of(item):
+    """A readable key of a list item: its name (env, containers, volumes, ports) or its index."""
+    if isinstance(item, dict):
+        for k in ("name", "type", "key", "mountPath", "containerPort", "pluginRef"):
+            if k in item:
+                return f"{k}={item[k]}"
+    return None
+
+
+def value_diffs(want, have, path="", key=None, outer=None):
+    """[(path, intended, live)] where ``have`` does not hold ``want`` (the apply engine's rules)."""
+    if engine.contains(want, have, key, outer):
+        return []
+    if isinstance(want, dict) and isinstance(have, dict):
+        out = []
+        for k, v in want.items():
+            out.extend(value_diffs(v, have.get(k), f"{path}.{k}" if path else k, k, key))
+        return out or [(path, want, have)]
+    if isinstance(want, list) and isinstance(have, list):
+        out = []
+        for i, w in enumerate(want):
+            label = _key_of(w)
+            match = None
+            if label:
+                match = next((h for h in have if _key_of(h) == label), None)
+            elif i < len(have):
+                match = have[i]
+            where = f"{path}[{label or i}]"
+            if match is None:
+                out.append((where, w, None))
+            else:
+                out.extend(value_diffs(w, match, where, key, outer))
+        return out or [(path, want, have)]
+    return [(path, want, have)]
+
+
+def _system(key):
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    return any(domain == d or domain.endswith("." + d) for d in SYSTEM_DOMAINS)
+
+
+def extra_metadata(obj, live):
+    """[(path, None, value)] for labels and annotations someone else put on our object."""
+    out = []
+    for field in ("labels", "annotations"):
+        want = (obj.get("metadata") or {}).get(field) or {}
+        have = (live.get("metadata") or {}).get(field) or {}
+        for k, v in sorted(have.items()):
+            if k not in want and not _system(k) and not k.startswith("kubectl.kubernetes.io/"):
+                out.append((f"metadata.{field}[{k}]", None, v))
+    return out
+
+
+def _segment(key):
+    """A fieldsV1 key as a path segment: f:name -> .name, k:{"name":"main"} -> [name=main], i:3 -> [3]."""
+    if key.startswith("f:"):
+        return "." + key[2:]
+    if key.startswith("k:"):
+        try:
+            keys = json.loads(key[2:])
+        except ValueError:
+            return f"[{key[2:]}]"
+        return "[" + ",".join(f"{k}={v}" for k, v in sorted(keys.items())) + "]"
+    if key.startswith("i:"):
+        return f"[{key[2:]}]"
+    if key.startswith("v:"):
+        return f"[{key[2:]}]"
+    return "." + key
+
+
+def field_paths(fields, prefix=""):
+    """Every leaf path of a fieldsV1 set (a map's own ``.`` entry is not a field)."""
+    out = []
+    for k, v in (fields or {}).items():
+        if k == ".":
+            continue
+        path = (prefix + _segment(k)).lstrip(".")
+        children = {kk: vv for kk, vv in (v or {}).items() if kk != "."}
+        if children:
+            out.extend(field_paths(children, path))
+        else:
+            out.append(path)
+    return out
+
+
+# Fields a field manager other than ours may own without it being drift.
+NOT_DRIFT = ("metadata.finalizers", "metadata.ownerReferences", "metadata.resourceVersion", "status")
+
+
+def _managers_by_path(live, manager):
+    """{leaf field path: [other managers]} of the main resource (not status or scale subresources)."""
+    out = {}
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("subresource") or (entry.get("manager") == manager and entry.get("operation") == "Apply"):
+            continue
+        who = f"{entry.get('manager')} ({entry.get('operation')})"
+        for path in field_paths(entry.get("fieldsV1") or {}):
+            out.setdefault(path, set()).add(who)
+    return out
+
+
+def foreign_fields(obj, live, manager):
+    """[(path, None, live value or '(set)', owners)] for fields of our object another manager set
+    that we do not set at all (an image someone patched in, a new env var)."""
+    ours = {p for p in field_paths(_our_fields(live, manager))}
+    out = []
+    for path, who in sorted(_managers_by_path(live, manager).items()):
+        if path in ours or path.startswith(NOT_DRIFT) or path.startswith(("metadata.labels", "metadata.annotations")):
+            continue
+        if any(path.startswith(p + ".") or path.startswith(p + "[") for p in ours):
+            continue
+        out.append((path, None, "(set)", sorted(who)))
+    return out
+
+
+def _our_fields(live, manager):
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == manager and entry.get("operation") == "Apply" and not entry.get("subresource"):
+            return entry.get("fieldsV1") or {}
+    return {}
+
+
+def _conflicts(client, resource, obj, manager):
+    """Fields another manager holds that our apply would need to force (from a dry run)."""
+    try:
+        client.apply(resource, obj, field_manager=manager, force=False, dry_run=True)
+    except kc.ApiError as exc:
+        if exc.status == 409:
+            return [c.get("message") or c.get("field") for c in exc.causes()]
+        raise
+    return []
+
+
+def _readable(value):
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, sort_keys=True)
+        return text if len(text) <= 200 else text[:197] + "..."
+    return value
+
+
+def check_object(client, obj, manager):
+    """The drift of one object: a list of {object, field, live, intended[, owners]}."""
+    ref = kc.ref(obj)
+    resource = client.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    live = client.get(resource, meta["name"], meta.get("namespace") if resource.namespaced else None)
+    if live is None:
+        return [{"object": ref, "field": "(the object)", "live": "absent", "intended": "present"}]
+    desired = engine.desired_fields(obj)
+    stored = engine._as_stored(obj, desired)  # noqa: SLF001 - the engine's own stored form
+    metadata = dict(stored.get("metadata") or {})
+    stored_wo_meta = {k: v for k, v in stored.items() if k != "metadata"}
+    found = value_diffs(stored_wo_meta, {k: live.get(k) for k in stored_wo_meta})
+    for field in ("labels", "annotations"):
+        if metadata.get(field):
+            found += [
+                (f"metadata.{p}", w, h)
+                for p, w, h in value_diffs({field: metadata[field]}, {field: (live.get("metadata") or {}).get(field)})
+            ]
+    found += extra_metadata(obj, live)
+    owners = _managers_by_path(live, manager)
+    out = []
+    for path, want, have in found:
+        who = sorted(set().union(*[w for p, w in owners.items() if p == path or p.startswith(path)] or [set()]))
+        entry = {"object": ref, "field": path, "live": _readable(have), "intended": _readable(want)}
+        if who:
+            entry["owners"] = who
+        out.append(entry)
+    for path, want, have, who in foreign_fields(obj, live, manager):
+        out.append({"object": ref, "field": path, "live": have, "intended": want, "owners": who})
+    conflicts = _conflicts(client, resource, obj, manager)
+    if conflicts and not out:
+        out.append({"object": ref, "field": "(field ownership)", "live": "; ".join(conflicts), "intended": manager})
+    elif conflicts:
+        out[0]["conflicts"] = conflicts
+    return out
+
+
+def run(params, check_mode=False, diff=False, env=None):
+    """The k8s_drift task: {drift: [...], changed: False}; fails only on API errors."""
+    del check_mode, diff
+    if not kc.HAS_KUBERNETES:
+        return {"failed": True, "msg": f"k8s_drift needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}
+    try:
+        client = kc.get_client(params, env)
+        drift = []
+        for obj in params["objects"]:
+            drift.extend(check_object(client, obj, params["field_manager"]))
+    except kc.ClientError as exc:
+        return {"failed": True, "msg": str(exc)}
+    lines = [f"{d['object']}: {d['field']}: live {d['live']!r}, intended {d['intended']!r}" for d in drift]
+    return {"changed": False, "drift": drift, "msg": "; ".join(lines) if lines else "no drift"}
