@@ -11,7 +11,7 @@ front door on Envoy AI Gateway, decided once from the validated site and the pla
   grid's plan report (GPUs per class, cost share per tier, what the cascade saves).
 
 Facts about the upstream objects (sources: github.com/envoyproxy/ai-gateway v1.0.0 api/v1beta1,
-github.com/envoyproxy/gateway v1.8.1 api/v1alpha1, llm-d-router v0.9.0 pkg/epp):
+github.com/envoyproxy/gateway v1.8.1 and v1.9.0 api/v1alpha1, llm-d-router v0.9.0 pkg/epp):
 
 * Envoy AI Gateway fills ``x-ai-eg-model`` from the request body's ``model`` before routing and
   records the response's token usage in dynamic metadata namespace ``io.envoy.ai_gateway``
