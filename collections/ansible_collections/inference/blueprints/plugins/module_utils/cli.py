@@ -6,6 +6,7 @@
 
     blueprints plan --model Qwen3.6-27B --gpu rtx-pro-6000 [--weights fp8 --kv-dtype fp8 ...] [--format json|yaml|md]
     blueprints plan --site inventories/example-chat [--blueprints-dir blueprints] [--report reports/chat]
+    blueprints converge --site inventories/example-chat [--stage serving] [-e VAR=VALUE] [--json]
 
 Errors exit with status 2 and one line naming the option or inventory variable.
 """
@@ -144,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     out.add_argument("--format", choices=("json", "yaml", "md"), default="json")
     out.add_argument("--report", metavar="DIR", help="also write a Markdown report with SVG charts into DIR")
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import converge  # stdlib-only at import
+
+    converge.add_parser(sub)
     return ap
 
 
@@ -361,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.command == "plan":
             return cmd_plan(a)
+        if a.command == "converge":
+            from ansible_collections.inference.blueprints.plugins.plugin_utils import converge
+
+            return converge.run_cli(a, _parse_extra_vars)
     except CliError as e:
         sys.stderr.write(f"blueprints {a.command}: error: {e}\n")
         return 2
