@@ -65,7 +65,9 @@ _RANK = {
     "Namespace": 0,
     "CustomResourceDefinition": 1,
     "ServiceAccount": 2,
-    "Secret": 2,
+    # after ServiceAccounts: the token controller deletes a service-account-token Secret whose
+    # account does not exist yet
+    "Secret": 3,
     "ConfigMap": 2,
     "ClusterRole": 2,
     "Role": 2,

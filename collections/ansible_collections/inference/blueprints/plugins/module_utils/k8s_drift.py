@@ -25,6 +25,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_cl
 ARGUMENT_SPEC = dict(
     objects=dict(type="list", elements="dict", required=True),
     field_manager=dict(type="str", default="inference-blueprints"),
+    remove_foreign=dict(type="bool", default=False),
     **kc.AUTH_ARG_SPEC,
 )
 
@@ -131,11 +132,25 @@ def field_paths(fields, prefix=""):
 NOT_DRIFT = ("metadata.finalizers", "metadata.ownerReferences", "metadata.resourceVersion", "status")
 
 
+# Field managers of the cluster's own controllers: what they write on our objects (a service
+# account token, a default) is theirs to write, not drift.
+CONTROLLER_MANAGERS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+CONTROLLER_WORDS = ("controller", "operator")
+
+
+def is_controller(manager):
+    name = (manager or "").lower()
+    return name in CONTROLLER_MANAGERS or any(w in name for w in CONTROLLER_WORDS)
+
+
 def _managers_by_path(live, manager):
-    """{leaf field path: [other managers]} of the main resource (not status or scale subresources)."""
+    """{leaf field path: [other managers]} of the main resource (not status or scale subresources),
+    controllers' own fields left out."""
     out = {}
     for entry in (live.get("metadata") or {}).get("managedFields") or []:
         if entry.get("subresource") or (entry.get("manager") == manager and entry.get("operation") == "Apply"):
+            continue
+        if is_controller(entry.get("manager")):
             continue
         who = f"{entry.get('manager')} ({entry.get('operation')})"
         for path in field_paths(entry.get("fieldsV1") or {}):
@@ -143,18 +158,45 @@ def _managers_by_path(live, manager):
     return out
 
 
+def value_paths(value, prefix=""):
+    """Every leaf path of a desired value, in the notation of field_paths (list items by key)."""
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out.extend(value_paths(v, f"{prefix}.{k}" if prefix else k))
+        return out or [prefix]
+    if isinstance(value, list) and value and all(_key_of(i) for i in value):
+        out = []
+        for item in value:
+            out.extend(value_paths(item, f"{prefix}[{_key_of(item)}]"))
+        return out
+    return [prefix]
+
+
 def foreign_fields(obj, live, manager):
     """[(path, None, live value or '(set)', owners)] for fields of our object another manager set
     that we do not set at all (an image someone patched in, a new env var)."""
-    ours = {p for p in field_paths(_our_fields(live, manager))}
+    ours = set(field_paths(_our_fields(live, manager))) | set(value_paths(engine.desired_fields(obj)))
     out = []
     for path, who in sorted(_managers_by_path(live, manager).items()):
         if path in ours or path.startswith(NOT_DRIFT) or path.startswith(("metadata.labels", "metadata.annotations")):
             continue
         if any(path.startswith(p + ".") or path.startswith(p + "[") for p in ours):
             continue
-        out.append((path, None, "(set)", sorted(who)))
+        out.append((path, None, _value_at(live, path), sorted(who)))
     return out
+
+
+def _value_at(live, path):
+    """The live value at a drift path (for a report), or '(set)' when it cannot be walked."""
+    ptr = pointer(live, path)
+    if ptr is None:
+        return "(set)"
+    node = live
+    for token in ptr.lstrip("/").split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        node = node[int(token)] if isinstance(node, list) else node[token]
+    return _readable(node)
 
 
 def _our_fields(live, manager):
@@ -170,7 +212,7 @@ def _conflicts(client, resource, obj, manager):
         client.apply(resource, obj, field_manager=manager, force=False, dry_run=True)
     except kc.ApiError as exc:
         if exc.status == 409:
-            return [c.get("message") or c.get("field") for c in exc.causes()]
+            return [c.get("message") or c.get("field") for c in exc.causes]
         raise
     return []
 
@@ -220,17 +262,86 @@ def check_object(client, obj, manager):
     return out
 
 
+def _escape(token):
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def pointer(live, path):
+    """The JSON pointer of a drift path on ``live`` (list items by key or index), or None."""
+    tokens, node = [], live
+    for part in path.replace("]", "").replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("["):
+            sel = part[1:]
+            if isinstance(node, dict):  # labels[key], annotations[key]
+                if sel not in node:
+                    return None
+                tokens.append(_escape(sel))
+                node = node[sel]
+                continue
+            if not isinstance(node, list):
+                return None
+            if sel.isdigit():
+                index = int(sel)
+            else:
+                pairs = dict(kv.split("=", 1) for kv in sel.split(",") if "=" in kv)
+                index = next(
+                    (i for i, item in enumerate(node) if all(str(item.get(k)) == v for k, v in pairs.items())), None
+                )
+            if index is None or index >= len(node):
+                return None
+            tokens.append(str(index))
+            node = node[index]
+        else:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            tokens.append(_escape(part))
+            node = node[part]
+    return "/" + "/".join(tokens)
+
+
+def remove_foreign(client, obj, entries):
+    """Remove the fields and labels others added to our object (entries with intended None)."""
+    resource = client.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    ns = meta.get("namespace") if resource.namespaced else None
+    live = client.get(resource, meta["name"], ns)
+    if live is None:
+        return 0
+    ops = [{"op": "remove", "path": p} for p in {pointer(live, e["field"]) for e in entries} if p]
+    if ops:
+        client.request(
+            "PATCH",
+            kc.resource_path(resource, meta["name"], ns),
+            body=sorted(ops, key=lambda o: o["path"], reverse=True),
+            content_type="application/json-patch+json",
+        )
+    return len(ops)
+
+
 def run(params, check_mode=False, diff=False, env=None):
-    """The k8s_drift task: {drift: [...], changed: False}; fails only on API errors."""
-    del check_mode, diff
+    """The k8s_drift task: {drift: [...]}; with remove_foreign, the fields and labels others added to
+    our objects are removed (changed); fails only on API errors."""
+    del diff
     if not kc.HAS_KUBERNETES:
         return {"failed": True, "msg": f"k8s_drift needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}
+    removed = 0
     try:
         client = kc.get_client(params, env)
         drift = []
         for obj in params["objects"]:
-            drift.extend(check_object(client, obj, params["field_manager"]))
+            found = check_object(client, obj, params["field_manager"])
+            drift.extend(found)
+            foreign = [d for d in found if d["intended"] is None]
+            if foreign and params.get("remove_foreign") and not check_mode:
+                removed += remove_foreign(client, obj, foreign)
     except kc.ClientError as exc:
         return {"failed": True, "msg": str(exc)}
     lines = [f"{d['object']}: {d['field']}: live {d['live']!r}, intended {d['intended']!r}" for d in drift]
-    return {"changed": False, "drift": drift, "msg": "; ".join(lines) if lines else "no drift"}
+    return {
+        "changed": removed > 0,
+        "removed": removed,
+        "drift": drift,
+        "msg": "; ".join(lines) if lines else "no drift",
+    }

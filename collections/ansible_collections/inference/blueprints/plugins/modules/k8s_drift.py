@@ -10,14 +10,14 @@ short_description: Report every out-of-band change to objects the collection man
 version_added: 0.2.0
 description:
   - Compares each object in O(objects) (as rendered from the deployment intent) with the live one and
-    reports, without writing anything, every difference - the object is missing; a field we set holds
+    reports every difference - the object is missing; a field we set holds
     another value (the field, the live and the intended value, and the managers that own it now, from the
     live object's managedFields); a label or annotation someone else added to our object (the platform's and
     controllers' own domains excepted).
   - A server-side apply dry run with O(field_manager) and no force names every field another field manager
     took over (the HTTP 409 conflict causes).
-  - Never changes anything; the C(playbooks/drift.yml) playbook fails when drift is found and re-applies with
-    C(-e drift_fix=true).
+  - Changes nothing unless O(remove_foreign); the C(playbooks/drift.yml) playbook fails when drift is found,
+    and with C(-e drift_fix=true) re-applies the intent and removes what others added.
   - Runs on the controller (an action plugin of the same name) when the host's connection is C(local);
     otherwise, or with E(INFERENCE_BLUEPRINTS_K8S_EXECUTION=module), as a module on the target.
 author:
@@ -28,7 +28,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: It never writes.
+    details: It never writes; O(remove_foreign) removes nothing in check mode.
   diff_mode:
     support: none
 options:
@@ -41,6 +41,12 @@ options:
     description: The field manager the collection applies with.
     type: str
     default: inference-blueprints
+  remove_foreign:
+    description:
+      - Remove the fields and the labels or annotations other managers added to our objects (a JSON patch per
+        object). Fields we set are taken back by applying the intent (M(inference.blueprints.k8s_apply)), not here.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -80,6 +86,10 @@ drift:
       type: list
       elements: str
       returned: when another manager owns it
+removed:
+  description: Fields, labels and annotations removed (O(remove_foreign)).
+  returned: always
+  type: int
 msg:
   description: The differences in one line, or C(no drift).
   returned: always
