@@ -55,13 +55,11 @@ def test_drift_reports_every_out_of_band_edit_and_fixes_it(cluster):
     _kubectl(
         cluster, "patch", "llminferenceservice", "qwen-rag", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":5}}'
     )
-    _kubectl(
-        cluster, "patch", "llminferenceservice", "qwen-rag", "-n", NS, "--type=json",
-        "-p", json.dumps([
-            {"op": "add", "path": "/spec/template/containers/0/image", "value": "quay.io/someone/vllm:latest"},
-            {"op": "replace", "path": f"/spec/template/containers/0/env/{args_index}/value", "value": "--max-num-seqs=1"},
-        ]),
-    )  # fmt: skip
+    edits = [
+        {"op": "add", "path": "/spec/template/containers/0/image", "value": "quay.io/someone/vllm:latest"},
+        {"op": "replace", "path": f"/spec/template/containers/0/env/{args_index}/value", "value": "--max-num-seqs=1"},
+    ]
+    _kubectl(cluster, "patch", "llminferenceservice", "qwen-rag", "-n", NS, "--type=json", "-p", json.dumps(edits))
     _kubectl(cluster, "label", "llminferenceservice", "qwen-rag", "-n", NS, "team=someone-else")
     _kubectl(cluster, "delete", "prometheusrule", "qwen-rag-slo", "-n", NS)
 
