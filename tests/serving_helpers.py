@@ -28,6 +28,11 @@ NOT_SERVED_LOCALLY = {
     ("nv-ipam.nvidia.com", "IPPool"): "network-operator v26 CRDs (nv-ipam) not available to the local control plane",
     ("nv-ipam.nvidia.com", "CIDRPool"): "network-operator v26 CRDs (nv-ipam) not available to the local control plane",
     ("operator.openshift.io", "LeaderWorkerSetOperator"): "openshift/lws-operator CRDs not available locally",
+    (
+        "argoproj.io",
+        "ArgoCD",
+    ): "the OpenShift GitOps operator's ArgoCD CRD: its Go modules (argoproj-labs/argocd-operator, "
+    "redhat-developer/gitops-operator) are refused by the module proxy here",
     ("datasciencecluster.opendatahub.io", "DataScienceCluster"): "locally opendatahub-operator v2.35: DSC v1 only",
     ("dscinitialization.opendatahub.io", "DSCInitialization"): "locally opendatahub-operator v2.35: DSCI v1 only",
 }
@@ -135,11 +140,13 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
     if not svcs:
         return ["no LLMInferenceService"]
     if blueprint == "chat":
+        # P/D with NIXL where the planner finds that disaggregation pays (else one pool, same routing)
         for s in svcs:
-            if "prefill" not in s["spec"]:
-                missing.append(f"{s['metadata']['name']}: no prefill section")
-            if not any("NixlConnector" in v for _, v in engine_args_of(s)):
-                missing.append(f"{s['metadata']['name']}: no NixlConnector in the engine args")
+            args = dict(engine_args_of(s))
+            if "prefill" in s["spec"] and not all("NixlConnector" in v for v in args.values()):
+                missing.append(f"{s['metadata']['name']}: disaggregated without NixlConnector on both pools")
+            if not any("--enable-prefix-caching" in v for v in args.values()):
+                missing.append(f"{s['metadata']['name']}: no prefix caching")
             if "scheduler" not in (s["spec"].get("router") or {}):
                 missing.append(f"{s['metadata']['name']}: no llm-d scheduler (cache-aware routing)")
     elif blueprint == "rag":

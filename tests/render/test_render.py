@@ -32,15 +32,18 @@ from tests.serving_helpers import (
     load_rendered,
 )
 
+GITOPS = {"delivery": "gitops", "gitops": {"repo_url": "https://git.example.com/platform/sites.git"}}
+
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    """inventory -> (render dir, Run); rendered once per module."""
+    """(inventory, delivery) -> (render dir, Run); rendered once per module."""
     cache: dict = {}
 
-    def get(inventory: str):
-        if inventory not in cache:
-            out = tmp_path_factory.mktemp(inventory)
+    def get(inventory: str, delivery: str = "render"):
+        key = (inventory, delivery)
+        if key not in cache:
+            out = tmp_path_factory.mktemp(f"{inventory}-{delivery}")
             env_before = os.environ.pop("K8S_AUTH_KUBECONFIG", None)
             try:
                 run = run_playbook(
@@ -50,13 +53,14 @@ def rendered(tmp_path_factory):
                         "delivery": "render",
                         "render_dir": str(out / "render"),
                         "report_dir": str(out / "reports"),
+                        **(GITOPS if delivery == "gitops" else {}),
                     },
                 )
             finally:
                 if env_before is not None:
                     os.environ["K8S_AUTH_KUBECONFIG"] = env_before
-            cache[inventory] = (out / "render", run)
-        return cache[inventory]
+            cache[key] = (out / "render", run)
+        return cache[key]
 
     return get
 
@@ -95,15 +99,10 @@ def test_rendered_blueprint_signature(rendered, inventory):
     assert not missing, missing
 
 
-@pytest.mark.cluster
-@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
-def test_rendered_objects_pass_strict_server_side_dry_run(rendered, cluster_factory, inventory):
-    render_dir, run = rendered(inventory)
-    assert run.rc == 0, run.failure_messages()
-    cp = cluster_factory(EXAMPLES[inventory])
+def _dry_run(cp, objs) -> tuple[list[str], list[str]]:
+    """Every object through a server-side apply dry run with fieldValidation=Strict (CRD schemas,
+    CEL rules, admission webhooks such as KServe's validator). Returns (refused, not checkable)."""
     dyn = dynamic.DynamicClient(cp.new_api_client())
-    objs = [o for _, o in load_rendered(render_dir)]
-
     # Namespaces for real (a dry run into a namespace that does not exist is refused).
     namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     namespaces |= {o["metadata"]["namespace"] for o in objs if o["metadata"].get("namespace")}
@@ -116,7 +115,6 @@ def test_rendered_objects_pass_strict_server_side_dry_run(rendered, cluster_fact
             field_manager="render-test",
             force_conflicts=True,
         )
-
     refused, not_served = [], []
     for obj in objs:
         ref = f"{obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
@@ -145,6 +143,37 @@ def test_rendered_objects_pass_strict_server_side_dry_run(rendered, cluster_fact
                 not_served.append(ref)
                 continue
             refused.append(f"{ref}: {exc.status} {exc.body[:600] if exc.body else exc.reason}")
+    return refused, not_served
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
+def test_rendered_objects_pass_strict_server_side_dry_run(rendered, cluster_factory, inventory):
+    render_dir, run = rendered(inventory)
+    assert run.rc == 0, run.failure_messages()
+    objs = [o for _, o in load_rendered(render_dir)]
+    refused, not_served = _dry_run(cluster_factory(EXAMPLES[inventory]), objs)
     assert not refused, "\n".join(refused)
     print(f"\n{inventory}: {len(objs) - len(not_served)} objects accepted; not checkable locally: {not_served}")
     assert len(objs) - len(not_served) > 0
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
+def test_gitops_tree_is_byte_identical_and_every_object_passes_strict_dry_run(rendered, cluster_factory, inventory):
+    render_dir, run = rendered(inventory, "gitops")
+    assert run.rc == 0, run.failure_messages()
+    tree = {p: p.read_bytes() for p in render_dir.rglob("*.yaml")}
+    assert any(p.parts[-2] == "argocd" for p in tree), "no Argo CD objects"
+    again = run_playbook(
+        PLAYBOOKS / "gitops.yml",
+        INVENTORIES / inventory,
+        extravars={"delivery": "render", "render_dir": str(render_dir), **GITOPS},
+    )
+    assert again.rc == 0 and again.changed == 0, again.failure_messages()
+    assert {p: p.read_bytes() for p in render_dir.rglob("*.yaml")} == tree
+    objs = [o for _, o in load_rendered(render_dir) if o["kind"] != "Kustomization"]
+    refused, not_served = _dry_run(cluster_factory(EXAMPLES[inventory]), objs)
+    assert not refused, "\n".join(refused)
+    kinds = {o["kind"] for o in objs}
+    assert {"Application", "AppProject", "LLMInferenceService"} <= kinds, kinds

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ..planner.inputs import plain
-from . import grid, inventory, platform, serving
+from . import gitops, grid, inventory, platform, serving
 from . import site as site_mod
 
 INTENT_VERSION = 1
@@ -94,4 +94,5 @@ def build(site: dict, plans: list[dict]) -> dict:
     # the newest APIs; the preflight step binds it to what the cluster serves
     intent["platform"] = platform.build(intent)
     intent["stages"]["platform"] = intent["platform"]["components"]
+    intent["gitops"] = gitops.build(site, intent)
     return intent

@@ -309,6 +309,24 @@ SITE_FIELDS: dict[str, Field] = {
         doc="AI grid tiers by priority class name: max_tokens, tokens_per_minute, queue_seconds",
     ),
     "cascade": CASCADE,
+    "gitops": Field(
+        "dict",
+        options={
+            "repo_url": Field("str", doc="Git repository Argo CD syncs from (the render_dir is its working tree)"),
+            "revision": Field("str", default="HEAD"),
+            "path": Field("str", default="", doc="where render_dir lies inside the repository"),
+            "project": Field("str", pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", doc="default: site_name"),
+            "argocd_namespace": Field("str", default="openshift-gitops", **dns_label()),
+            "argocd_instance": Field("str", default="openshift-gitops", **dns_label()),
+            "destination_server": Field(
+                "str",
+                default="https://kubernetes.default.svc",
+                check=_http_url,
+                doc="API server of this cluster as Argo CD knows it (its own cluster by default)",
+            ),
+        },
+        doc="delivery=gitops: the repository and the Argo CD that delivers it",
+    ),
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
 }

@@ -157,6 +157,17 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
     site["render_dir"] = site["render_dir"] or f"render/{site['site_name']}"
     site["report_dir"] = site["report_dir"] or f"reports/{site['site_name']}"
     site["escalation"] = site["escalation"] or {"enabled": False, "endpoint": None, "model": None}
+    site["gitops"] = site["gitops"] or validate({}, inventory.SITE_FIELDS["gitops"])
+    if site["delivery"] == "gitops" and not site["gitops"].get("repo_url"):
+        raise SchemaError(
+            [
+                (
+                    "gitops.repo_url",
+                    "required with delivery=gitops: the Git repository Argo CD syncs the rendered tree from",
+                )
+            ],
+            where,
+        )
     if site["escalation"]["enabled"] and not site["escalation"].get("endpoint"):
         raise SchemaError(
             [("escalation.endpoint", "required when escalation.enabled is true (an https:// URL)")], where

@@ -1,0 +1,122 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GitOps delivery: the repository layout, the Argo CD objects and their health checks.
+
+With ``delivery: gitops`` a site is written as a repository tree (``render_dir`` is its root):
+
+    clusters/<cluster>/<NN>-<component>/   one YAML file per object + kustomization.yaml
+    clusters/<cluster>/apps/               one Argo CD Application per component (sync wave NN)
+    argocd/                                the AppProject, one app-of-apps Application per
+                                           cluster, the health checks, kustomization.yaml
+
+Argo CD (OpenShift GitOps) syncs the app-of-apps of each cluster, which syncs one Application
+per component in the blueprint's order (sync waves: the platform's components first, the
+serving ones after). Within a platform component, the operators (Namespace, OperatorGroup,
+Subscription) sync before their operands. Health comes from the same waits the apply path
+uses, as Argo CD Lua health checks. The tree holds no secret values: only references.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .schema import DNS_LABEL
+
+API_APP = "argoproj.io/v1alpha1"
+# The operator's default Argo CD instance (OpenShift GitOps) and its CR API.
+ARGOCD_CR_API = "argoproj.io/v1beta1"
+
+
+def _lua_condition(cond: str, status: str) -> str:
+    return (
+        'hs = {status = "Progressing", message = "waiting for condition ' + cond + "=" + status + '"}\n'
+        "if obj.status ~= nil and obj.status.conditions ~= nil then\n"
+        "  for _, c in ipairs(obj.status.conditions) do\n"
+        '    if c.type == "' + cond + '" then\n'
+        '      if c.status == "' + status + '" then\n'
+        '        hs.status = "Healthy"\n'
+        "      end\n"
+        '      hs.message = (c.reason or "") .. " " .. (c.message or "")\n'
+        "    end\n"
+        "  end\n"
+        "end\n"
+        "return hs\n"
+    )
+
+
+def _lua_field(field: str, value) -> str:
+    wanted = value if isinstance(value, list) else [value]
+    steps = field.split(".")
+    walk = "v = obj\n" + "".join(f'if v ~= nil then v = v["{s}"] end\n' for s in steps)
+    tests = " or ".join(f"v == {json.dumps(w)}" for w in wanted)
+    return (
+        'hs = {status = "Progressing", message = "waiting for '
+        + field
+        + '"}\n'
+        + walk
+        + "if "
+        + tests
+        + ' then hs.status = "Healthy" end\n'
+        + 'if v ~= nil then hs.message = "'
+        + field
+        + '=" .. tostring(v) end\n'
+        + "return hs\n"
+    )
+
+
+def health_checks(waits: list[dict]) -> list[dict]:
+    """Argo CD resourceHealthChecks ({group, kind, check}) for the kinds the waits test by a
+    condition or a field (Argo CD knows Deployments, StatefulSets and DaemonSets itself)."""
+    out, seen = [], set()
+    for w in waits:
+        group = w["apiVersion"].split("/")[0] if "/" in w["apiVersion"] else ""
+        key = (group, w["kind"])
+        if key in seen or not (w.get("condition") or w.get("field")):
+            continue
+        seen.add(key)
+        if w.get("condition"):
+            check = _lua_condition(w["condition"], str(w.get("status") or "True"))
+        else:
+            check = _lua_field(w["field"], w.get("value"))
+        out.append({"group": group, "kind": w["kind"], "check": check})
+    return sorted(out, key=lambda c: (c["group"], c["kind"]))
+
+
+def build(site: dict, intent: dict) -> dict | None:
+    """``intent["gitops"]`` for a cluster whose delivery is gitops (None otherwise)."""
+    if site["delivery"] != "gitops":
+        return None
+    g = site["gitops"]
+    host = intent["host"]
+    project = g["project"] or site["site_name"]
+    components = intent["stages"]["platform"] + intent["stages"]["serving"]
+    apps = []
+    for index, component in enumerate(components, start=1):
+        directory = f"{index:02d}-{component.replace('_', '-')}"
+        apps.append(
+            {
+                "component": component,
+                "name": f"{site['site_name']}-{host}-{component.replace('_', '-')}"[:253],
+                "directory": directory,
+                "path": "/".join(p for p in (g["path"], "clusters", host, directory) if p),
+                "wave": str(index),
+            }
+        )
+    return {
+        "repo_url": g["repo_url"],
+        "revision": g["revision"],
+        "path": g["path"],
+        "argocd_namespace": g["argocd_namespace"],
+        "argocd_instance": g["argocd_instance"],
+        "project": project,
+        "destination_server": g["destination_server"],
+        "root": {
+            "name": f"{site['site_name']}-{host}",
+            "path": "/".join(p for p in (g["path"], "clusters", host, "apps") if p),
+        },
+        "apps": apps,
+    }
+
+
+def valid_project(name: str) -> bool:
+    return bool(DNS_LABEL.match(name))

@@ -1,0 +1,182 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Write a site's GitOps repository tree (delivery=gitops) from its clusters' deployment intents.
+
+The layout and the Argo CD objects are decided in ``module_utils/intent/gitops.py``; this
+writes them: every component's objects (the same templates the apply path renders), a
+kustomization per directory, the Applications and the AppProject. Files are written only when
+their content changes and files of objects no longer intended are removed, so a second run
+writes nothing and the tree is byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import yaml
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import gitops as gitops_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
+from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as platform_render
+from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+
+KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
+WAVE = "argocd.argoproj.io/sync-wave"
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    """Multi-line strings (health-check scripts, embedded configs) as literal blocks: reviewable diffs."""
+
+
+def _str(dumper, value):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _dump(obj) -> str:
+    return yaml.dump(json.loads(json.dumps(obj)), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
+
+def _file_name(obj: dict) -> str:
+    meta = obj["metadata"]
+    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "core"
+    ns = meta.get("namespace")
+    return f"{ns + '.' if ns else ''}{obj['kind'].lower()}.{group}-{meta['name']}.yaml"
+
+
+def _kustomization(files: list[str]) -> dict:
+    return {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(files)}
+
+
+def component_objects(intent: dict, component: str) -> list[dict]:
+    """The objects of one component, as the apply path renders them; a platform component's
+    operators sync before its operands (sync wave -1 inside its Application)."""
+    if component in intent["stages"]["platform"]:
+        ops = platform_render.render_phase(intent, "operators", [component])["objects"]
+        for obj in ops:
+            obj.setdefault("metadata", {}).setdefault("annotations", {})[WAVE] = "-1"
+        return ops + platform_render.render_phase(intent, "operands", [component])["objects"]
+    return render.render_component(component, intent)
+
+
+def _application(g: dict, app: dict, labels: dict) -> dict:
+    return {
+        "apiVersion": gitops_mod.API_APP,
+        "kind": "Application",
+        "metadata": {
+            "name": app["name"],
+            "namespace": g["argocd_namespace"],
+            "labels": labels,
+            "annotations": {WAVE: app["wave"]},
+            "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+        },
+        "spec": {
+            "project": g["project"],
+            "source": {"repoURL": g["repo_url"], "targetRevision": g["revision"], "path": app["path"]},
+            "destination": {"server": app.get("server", g["destination_server"])},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                "syncOptions": ["ServerSideApply=true", "SkipDryRunOnMissingResource=true"],
+                "retry": {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}},
+            },
+        },
+    }
+
+
+def cluster_tree(intent: dict) -> dict[str, dict]:
+    """{relative path: object} of one cluster: component directories, apps/ and kustomizations."""
+    g, host, labels = intent["gitops"], intent["host"], intent["labels"]
+    files: dict[str, dict] = {}
+    app_files = []
+    for app in g["apps"]:
+        objs = component_objects(intent, app["component"])
+        if not objs:
+            continue
+        base = f"clusters/{host}/{app['directory']}"
+        names = []
+        for obj in objs:
+            name = _file_name(obj)
+            files[f"{base}/{name}"] = obj
+            names.append(name)
+        files[f"{base}/kustomization.yaml"] = _kustomization(names)
+        app_file = f"{app['directory']}.yaml"
+        files[f"clusters/{host}/apps/{app_file}"] = _application(g, app, labels)
+        app_files.append(app_file)
+    files[f"clusters/{host}/apps/kustomization.yaml"] = _kustomization(app_files)
+    return files
+
+
+def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
+    """{relative path: object} of a site's whole repository (the clusters sharing one render_dir)."""
+    files: dict[str, dict] = {}
+    first = next(iter(intents.values()))
+    g = first["gitops"]
+    waits = []
+    roots = []
+    destinations = set()
+    for _host, intent in sorted(intents.items()):
+        files.update(cluster_tree(intent))
+        waits += [w for ws in intent["platform"]["waits"].values() for w in ws]
+        waits += waits_mod.for_components(intent, intent["stages"]["serving"])
+        destinations.add(intent["gitops"]["destination_server"])
+        root = {**intent["gitops"]["root"], "wave": "0", "server": "https://kubernetes.default.svc"}
+        root_file = f"{intent['gitops']['root']['name']}.yaml"
+        files[f"argocd/{root_file}"] = _application(
+            {**g, "project": intent["gitops"]["project"]}, root, first["labels"]
+        )
+        roots.append(root_file)
+    project = {
+        "apiVersion": gitops_mod.API_APP,
+        "kind": "AppProject",
+        "metadata": {"name": g["project"], "namespace": g["argocd_namespace"], "labels": first["labels"]},
+        "spec": {
+            "description": f"inference.blueprints site {first['site']['name']} ({first['site']['blueprint']})",
+            "sourceRepos": [g["repo_url"]],
+            "destinations": [{"server": d, "namespace": "*"} for d in sorted(destinations)]
+            + [{"server": "https://kubernetes.default.svc", "namespace": g["argocd_namespace"]}],
+            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+            "namespaceResourceWhitelist": [{"group": "*", "kind": "*"}],
+        },
+    }
+    files["argocd/appproject.yaml"] = project
+    health = {
+        "apiVersion": gitops_mod.ARGOCD_CR_API,
+        "kind": "ArgoCD",
+        "metadata": {"name": g["argocd_instance"], "namespace": g["argocd_namespace"]},
+        "spec": {"resourceHealthChecks": gitops_mod.health_checks(waits)},
+    }
+    files["argocd/health-checks.yaml"] = health
+    files["argocd/kustomization.yaml"] = _kustomization(["appproject.yaml", "health-checks.yaml", *roots])
+    return files
+
+
+def write(root: str, files: dict[str, dict], check_mode: bool = False) -> list[dict]:
+    """Write the tree under ``root``; remove stale YAML in the directories it owns. Results per file."""
+    results = []
+    owned_dirs = {os.path.dirname(p) for p in files}
+    for rel, obj in sorted(files.items()):
+        path = os.path.join(root, rel)
+        text = _dump(obj)
+        old = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                old = fh.read()
+        action = "unchanged" if old == text else ("changed" if old is not None else "created")
+        if action != "unchanged" and not check_mode:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        results.append({"path": path, "action": action})
+    for rel_dir in sorted(owned_dirs):
+        directory = os.path.join(root, rel_dir)
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            rel = f"{rel_dir}/{name}"
+            if name.endswith(".yaml") and rel not in files:
+                if not check_mode:
+                    os.remove(os.path.join(directory, name))
+                results.append({"path": os.path.join(directory, name), "action": "deleted"})
+    return results

@@ -1,0 +1,78 @@
+"""delivery=gitops: the repository tree and its Argo CD objects (no cluster; tests/render checks
+every object of every example's tree with a strict server-side dry run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
+
+ROOT = Path(__file__).resolve().parents[3]
+INVENTORIES = ROOT / "inventories"
+EXAMPLES = sorted(p.name for p in INVENTORIES.iterdir() if (p / "hosts.yml").exists())
+GITOPS = {"delivery": "gitops", "gitops": {"repo_url": "https://git.example.com/platform/sites.git"}}
+
+
+def _tree(site: str, tmp_path: Path) -> tuple[dict, list[dict], Path]:
+    intents = cli.site_intents(str(INVENTORIES / site), None, {**GITOPS, "render_dir": str(tmp_path)})
+    files = gitops.site_tree(intents)
+    return intents, gitops.write(str(tmp_path), files), tmp_path
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_tree_is_deterministic_and_a_second_run_writes_nothing(site, tmp_path):
+    _, first, root = _tree(site, tmp_path)
+    assert first and all(r["action"] == "created" for r in first)
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.yaml")}
+    _, second, _ = _tree(site, tmp_path)
+    assert {r["action"] for r in second} == {"unchanged"}
+    assert {p: p.read_bytes() for p in root.rglob("*.yaml")} == snapshot
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_every_application_points_at_a_directory_of_the_tree_in_component_order(site, tmp_path):
+    intents, _, root = _tree(site, tmp_path)
+    for host, intent in intents.items():
+        apps_dir = root / "clusters" / host / "apps"
+        kust = yaml.safe_load((apps_dir / "kustomization.yaml").read_text())
+        apps = [yaml.safe_load((apps_dir / f).read_text()) for f in kust["resources"]]
+        waves = [int(a["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for a in apps]
+        assert waves == sorted(waves) and len(set(waves)) == len(waves)
+        order = intent["stages"]["platform"] + intent["stages"]["serving"]
+        components = [a["metadata"]["name"].rsplit(f"{host}-", 1)[1].replace("-", "_") for a in apps]
+        assert components == [c for c in order if c in components], "sync waves follow the component order"
+        for app in apps:
+            directory = root / app["spec"]["source"]["path"]
+            listed = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
+            assert sorted(listed) == sorted(p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
+            assert app["spec"]["project"] == intent["gitops"]["project"]
+        root_app = yaml.safe_load((root / "argocd" / f"{intent['gitops']['root']['name']}.yaml").read_text())
+        assert root_app["spec"]["source"]["path"] == f"clusters/{host}/apps"
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_the_tree_holds_no_secret_values(site, tmp_path):
+    _, _, root = _tree(site, tmp_path)
+    for path in root.rglob("*.yaml"):
+        doc = yaml.safe_load(path.read_text())
+        if doc.get("kind") == "Secret":
+            assert not doc.get("data") and not doc.get("stringData"), path
+
+
+def test_operators_sync_before_their_operands(tmp_path):
+    _, _, root = _tree("example-chat", tmp_path)
+    gpu = next((root / "clusters" / "chat-east-1").glob("*-gpu-operator"))
+    waves = {}
+    for path in gpu.glob("*.yaml"):
+        doc = yaml.safe_load(path.read_text())
+        if doc.get("kind") != "Kustomization":
+            waves[doc["kind"]] = (doc["metadata"].get("annotations") or {}).get("argocd.argoproj.io/sync-wave")
+    assert waves["Subscription"] == "-1" and waves["ClusterPolicy"] is None
+
+
+def test_gitops_needs_a_repository():
+    with pytest.raises(cli.CliError, match=r"gitops.repo_url: required with delivery=gitops"):
+        cli.site_intents(str(INVENTORIES / "example-chat"), None, {"delivery": "gitops"})
