@@ -382,16 +382,16 @@ def _tenants(**change):
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"tenants": _tenants(models=["qwen-27b", "qwen-70b"])}, "tenants[0].models[1]: unknown model 'qwen-70b'"),
-        ({"tenants": _tenants(tier="platinum")}, "tenants[0].tier: unknown tier 'platinum'"),
-        ({"tenants": _tenants(tokens_per_minute=0)}, "tenants[0].tokens_per_minute: must be > 0, got 0"),
-        ({"tenants": _tenants(tokens_per_minute=-5)}, "tenants[0].tokens_per_minute: must be > 0"),
-        ({"tenants": _tenants(credential="sk-live-123456")}, "tenants[0].credential: an inline credential"),
+        ({"tenants[0]": {"models": ["qwen-27b", "qwen-70b"]}}, "tenants[0].models[1]: unknown model 'qwen-70b'"),
+        ({"tenants[0]": {"tier": "platinum"}}, "tenants[0].tier: unknown tier 'platinum'"),
+        ({"tenants[0]": {"tokens_per_minute": 0}}, "tenants[0].tokens_per_minute: must be > 0, got 0"),
+        ({"tenants[0]": {"tokens_per_minute": -5}}, "tenants[0].tokens_per_minute: must be > 0"),
+        ({"tenants[0]": {"credential": "sk-live-123456"}}, "tenants[0].credential: an inline credential"),
         (
-            {"tenants": _tenants(credential={"secret": "s", "api_key": "sk-live-123456"})},
+            {"tenants[0]": {"credential": {"secret": "s", "api_key": "sk-live-123456"}}},
             "tenants[0].credential: an inline credential (api_key) is not accepted",
         ),
-        ({"tenants": _tenants(credential=None)}, "tenants[0].credential: required"),
+        ({"tenants[0]": {"credential": None}}, "tenants[0].credential: required"),
         ({"tenants": []}, "tenants: required by the ai_gateway component"),
         (
             {
@@ -420,6 +420,9 @@ def _tenants(**change):
     ],
 )
 def test_bad_grid_input_names_the_field(changes, expected):
+    changes = dict(changes)
+    if "tenants[0]" in changes:  # a change to the first tenant (read here, not at collection time)
+        changes["tenants"] = _tenants(**changes.pop("tenants[0]"))
     with pytest.raises(SchemaError) as err:
         _intent(**changes)
     assert expected in str(err.value)
