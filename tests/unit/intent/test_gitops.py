@@ -9,6 +9,7 @@ import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
+from lupa import lua51  # a test dependency (pyproject [test]); missing means the run fails
 
 ROOT = Path(__file__).resolve().parents[3]
 INVENTORIES = ROOT / "inventories"
@@ -76,3 +77,72 @@ def test_operators_sync_before_their_operands(tmp_path):
 def test_gitops_needs_a_repository():
     with pytest.raises(cli.CliError, match=r"gitops.repo_url: required with delivery=gitops"):
         cli.site_intents(str(INVENTORIES / "example-chat"), None, {"delivery": "gitops"})
+
+
+def _lua_health(check: str, obj: dict) -> dict:
+    """Run one health check the way Argo CD does (gopher-lua is Lua 5.1): ``obj`` is the live
+    object as a Lua table, the script returns ``{status, message}``."""
+    runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
+    runtime.globals().obj = runtime.table_from(obj, recursive=True)
+    result = runtime.execute(check)
+    return {"status": result["status"], "message": result["message"]}
+
+
+def _set(obj: dict, dotted: str, value) -> dict:
+    *parents, last = dotted.split(".")
+    node = obj
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return obj
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_health_checks_are_healthy_exactly_when_the_apply_path_wait_is_met(site, tmp_path):
+    """Every Lua health check of the ArgoCD CR, run in Lua 5.1, says Healthy for an object that
+    meets the wait the apply path uses, and Progressing (with what it waits for) otherwise."""
+    intents = cli.site_intents(str(INVENTORIES / site), None, {**GITOPS, "render_dir": str(tmp_path)})
+    checks = gitops.site_tree(intents)["argocd/health-checks.yaml"]["spec"]["resourceHealthChecks"]
+    waits = {}
+    for intent in intents.values():
+        for w in [w for ws in intent["platform"]["waits"].values() for w in ws]:
+            group = w["apiVersion"].split("/")[0] if "/" in w["apiVersion"] else ""
+            waits.setdefault((group, w["kind"]), w)
+    assert checks, "a site with operators has health checks"
+    for check in checks:
+        wait = waits.get((check["group"], check["kind"]))
+        if wait is None:
+            continue  # a serving wait: checked by test_serving_health_checks below
+        _assert_check(check, wait)
+
+
+def _assert_check(check: dict, wait: dict) -> None:
+    base = {"apiVersion": wait["apiVersion"], "kind": wait["kind"], "metadata": {"name": "x"}}
+    assert _lua_health(check["check"], dict(base))["status"] == "Progressing"
+    if wait.get("condition"):
+        want = str(wait.get("status") or "True")
+        other = "False" if want != "False" else "True"
+        conds = [{"type": "Other", "status": want}, {"type": wait["condition"], "status": want, "reason": "Done"}]
+        ok = _lua_health(check["check"], {**base, "status": {"conditions": conds}})
+        assert ok["status"] == "Healthy", (check["kind"], ok)
+        bad = [{"type": wait["condition"], "status": other, "reason": "Pending", "message": "not yet"}]
+        seen = _lua_health(check["check"], {**base, "status": {"conditions": bad}})
+        assert seen["status"] == "Progressing" and "not yet" in seen["message"], (check["kind"], seen)
+    else:
+        wanted = wait["value"] if isinstance(wait["value"], list) else [wait["value"]]
+        for value in wanted:
+            ok = _lua_health(check["check"], _set(dict(base), wait["field"], value))
+            assert ok["status"] == "Healthy", (check["kind"], value, ok)
+        seen = _lua_health(check["check"], _set(dict(base), wait["field"], "SomethingElse"))
+        assert seen["status"] == "Progressing" and "SomethingElse" in seen["message"], (check["kind"], seen)
+
+
+def test_serving_health_checks_follow_kserve_ready():
+    """LLMInferenceService is Healthy on KServe's Ready condition, not before."""
+    intents = cli.site_intents(str(INVENTORIES / "example-chat"), None, {**GITOPS, "render_dir": "/tmp/unused"})
+    checks = gitops.site_tree(intents)["argocd/health-checks.yaml"]["spec"]["resourceHealthChecks"]
+    llmisvc = next(c for c in checks if c["kind"] == "LLMInferenceService")
+    assert llmisvc["group"] == "serving.kserve.io"
+    _assert_check(
+        llmisvc, {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService", "condition": "Ready"}
+    )
