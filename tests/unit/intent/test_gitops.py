@@ -146,3 +146,18 @@ def test_serving_health_checks_follow_kserve_ready():
     _assert_check(
         llmisvc, {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService", "condition": "Ready"}
     )
+
+
+def test_applications_live_where_the_gitops_component_installs_argo_cd(tmp_path):
+    """One source of truth: the gitops role's options place Argo CD, and the tree follows them."""
+    extra = {
+        **GITOPS,
+        "render_dir": str(tmp_path),
+        "gitops_argocd_namespace": "team-argo",
+        "gitops_argocd_name": "argo",
+    }
+    intents = cli.site_intents(str(INVENTORIES / "example-chat"), None, extra)
+    files = gitops.site_tree(intents)
+    apps = [o for o in files.values() if o["kind"] in ("Application", "AppProject", "ArgoCD")]
+    assert apps and {o["metadata"]["namespace"] for o in apps} == {"team-argo"}
+    assert files["argocd/health-checks.yaml"]["metadata"]["name"] == "argo"

@@ -106,8 +106,9 @@ def build(site: dict, intent: dict) -> dict | None:
         "repo_url": g["repo_url"],
         "revision": g["revision"],
         "path": g["path"],
-        "argocd_namespace": g["argocd_namespace"],
-        "argocd_instance": g["argocd_instance"],
+        # The Argo CD the gitops component installs (its role options decide where it lives).
+        "argocd_namespace": site["options"]["gitops"]["gitops_argocd_namespace"],
+        "argocd_instance": site["options"]["gitops"]["gitops_argocd_name"],
         "project": project,
         "destination_server": g["destination_server"],
         "root": {

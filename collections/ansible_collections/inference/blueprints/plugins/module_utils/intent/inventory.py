@@ -316,8 +316,6 @@ SITE_FIELDS: dict[str, Field] = {
             "revision": Field("str", default="HEAD"),
             "path": Field("str", default="", doc="where render_dir lies inside the repository"),
             "project": Field("str", pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", doc="default: site_name"),
-            "argocd_namespace": Field("str", default="openshift-gitops", **dns_label()),
-            "argocd_instance": Field("str", default="openshift-gitops", **dns_label()),
             "destination_server": Field(
                 "str",
                 default="https://kubernetes.default.svc",
