@@ -232,7 +232,7 @@ def test_every_blueprint_key_reaches_the_plan_or_the_objects(tmp_path, blueprint
     # the inventory's own values win over blueprint defaults: those keys are tested without them
     values, _ = cli.load_site_vars(str(INVENTORIES / site))[next(iter(cli.load_site_vars(str(INVENTORIES / site))))]
     bdir = tmp_path / "blueprints"
-    bdir.mkdir()
+    bdir.mkdir(parents=True)
     for f in src.glob("*.yml"):
         (bdir / f.name).write_text(f.read_text())
     base = _fingerprint(site, bdir)
@@ -358,14 +358,52 @@ def test_defect8_epp_metrics_scraped_with_a_token_the_epp_accepts(intents):
                 assert {"nonResourceURLs": ["/metrics"], "verbs": ["get"]} in rules
 
 
-def test_defect7_roce_pods_get_the_rdma_network_and_gid_detection(intents):
-    intent = intents["example-chat"]["chat-east-1"]
+def _disaggregated_chat(tmp_path: Path, extra: dict) -> dict:
+    """example-chat with its blueprint's policy set to disaggregation: always (the planner picks
+    NIXL over RDMA on its ConnectX hardware), so the RDMA path is tested whatever the planner
+    would choose for the example's own traffic."""
+    bdir = tmp_path / "blueprints"
+    bdir.mkdir(parents=True)
+    for f in (ROOT / "blueprints").glob("*.yml"):
+        (bdir / f.name).write_text(f.read_text())
+    chat = (bdir / "chat.yml").read_text()
+    assert "disaggregation: auto" in chat
+    (bdir / "chat.yml").write_text(chat.replace("disaggregation: auto", "disaggregation: always", 1))
+    return cli.site_intents(str(INVENTORIES / "example-chat"), str(bdir), extra)["chat-east-1"]
+
+
+def test_defect7_roce_pods_get_the_rdma_network_and_gid_detection(tmp_path):
+    intent = _disaggregated_chat(tmp_path, {"network_operator_macvlan_master": "ens8f0np0"})
+    (model,) = intent["serving"]["models"]
+    assert model["disaggregated"] and model["rdma"], "disaggregation: always on ConnectX moves KV over RDMA"
     svc = by_kind(objects_of(intent), "LLMInferenceService")[0]
-    # the NetworkAttachmentDefinition the network operator creates in the serving namespace
-    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "llm-chat/rdma-net"
+    # the MacvlanNetwork the network operator creates in the serving namespace, by the name it gives it
+    platform_objs = objects_of(intent, "platform")
+    (net,) = by_kind(platform_objs, "MacvlanNetwork")
+    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
+        f"{net['spec']['networkNamespace']}/{net['metadata']['name']}"
+    )
     for _name, wl in workloads(svc):
-        env = env_of(wl["template"]["containers"][0])
-        assert env["KSERVE_INFER_ROCE"] == "true"
+        container = wl["template"]["containers"][0]
+        assert env_of(container)["KSERVE_INFER_ROCE"] == "true"
+        # the device resource the network operator's shared device plugin advertises
+        assert container["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1"
+
+
+def test_rdma_pods_name_no_network_that_nobody_creates(tmp_path):
+    """Without a macvlan master (or SR-IOV) the network operator creates no secondary network:
+    a Multus annotation naming one would keep every pod from starting."""
+    intent = _disaggregated_chat(tmp_path, {})
+    assert not by_kind(objects_of(intent, "platform"), "MacvlanNetwork")
+    svc = by_kind(objects_of(intent), "LLMInferenceService")[0]
+    assert "k8s.v1.cni.cncf.io/networks" not in svc["metadata"].get("annotations", {})
+    sriov = _disaggregated_chat(tmp_path / "sriov", {"network_operator_mode": "sriov"})
+    svc = by_kind(objects_of(sriov), "LLMInferenceService")[0]
+    (net,) = by_kind(objects_of(sriov, "platform"), "SriovNetwork")
+    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].endswith(f"/{net['metadata']['name']}")
+    for _name, wl in workloads(svc):
+        limits = wl["template"]["containers"][0]["resources"]["limits"]
+        assert [k for k in limits if k.startswith("openshift.io/")], limits
 
 
 def test_defect6_escalation_outranks_kserve_and_originates_tls(intents):

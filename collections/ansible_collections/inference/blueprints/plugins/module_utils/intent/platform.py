@@ -78,6 +78,21 @@ def _split(api_version: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- the cluster
 
 
+def rdma_attachment(options: dict, serving_namespace: str) -> dict:
+    """What a serving pod that moves KV over RDMA requests and attaches, decided once from the
+    network operator's options (the serving intent and the platform both read this): the device
+    resource (``rdma/<name>`` from the shared device plugin, ``openshift.io/<name>`` from SR-IOV)
+    and the secondary network, which exists only with SR-IOV or a macvlan master (None otherwise:
+    the pod then gets the RDMA device but no Multus annotation naming a network nobody created)."""
+    o, p = options["network_operator"], "network_operator_"
+    sriov = o[p + "mode"] == "sriov"
+    return {
+        "resource": f"openshift.io/{o[p + 'sriov_resource_name']}" if sriov else f"rdma/{o[p + 'rdma_resource_name']}",
+        "network": o[p + "network_name"] if sriov or o[p + "macvlan_master"] else None,
+        "network_namespace": o[p + "network_namespace"] or serving_namespace,
+    }
+
+
 class Cluster:
     """What a cluster read says, for the choices bind makes. ``facts=None``: nothing is known."""
 
@@ -456,15 +471,7 @@ class _Builder:
             },
             "macvlan": None,
             "sriov": None,
-            # what the serving pods request and attach (rdma/<name> from the shared device plugin,
-            # openshift.io/<name> from SR-IOV)
-            "rdma": {
-                "resource": f"openshift.io/{o[p + 'sriov_resource_name']}"
-                if sriov
-                else f"rdma/{o[p + 'rdma_resource_name']}",
-                "network": o[p + "network_name"] if sriov or o[p + "macvlan_master"] else None,
-                "network_namespace": net_ns,
-            },
+            "rdma": rdma_attachment(self.options, self.serving["namespace"]),
         }
         if not sriov and o[p + "macvlan_master"]:
             out["macvlan"] = {

@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import engine, grid, monitoring, quantity, scheduler
+from . import engine, grid, monitoring, platform, quantity, scheduler
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -94,6 +94,9 @@ class _Model:
         transports = [conn.get("transport") or ""] + [c.get("transport") or "" for c in conn.get("connectors") or []]
         return any("rdma" in t for t in transports)
 
+    def rdma_attachment(self) -> dict:
+        return platform.rdma_attachment(self.options, self.site["serving_namespace"])
+
     def nixl(self) -> bool:
         return any(n.startswith("Nixl") for n in self.connector_names())
 
@@ -158,7 +161,7 @@ class _Model:
             memory += quantity.parse(quantity.gib(off["gib_per_pod"]))
         limits = {GPU_RESOURCE[gpu.get("vendor", "nvidia")]: str(gpus_per_pod)}
         if self.rdma():
-            limits[self.options["model_service"]["model_service_rdma_resource"]] = "1"
+            limits[self.rdma_attachment()["resource"]] = "1"
         requests = {**limits, "cpu": str(res_opt["cpu"]), "memory": quantity.format_bytes(memory)}
         limits = {**limits, "memory": quantity.format_bytes(memory)}
         return {"requests": requests, "limits": limits}
@@ -303,11 +306,10 @@ class _Model:
                 for w in ([prefill] if prefill else []) + [main]
             ),
         }
-        if self.rdma() and self.hardware.get("rdma_fabric", "roce") == "roce":
-            no = self.options["network_operator"]
-            net_ns = no["network_operator_network_namespace"] or self.site["serving_namespace"]
+        attach = self.rdma_attachment() if self.rdma() else {}
+        if attach.get("network"):
             # Multus secondary network on the RDMA NIC (KServe copies k8s.v1.cni.cncf.io annotations to pods).
-            annotations["k8s.v1.cni.cncf.io/networks"] = f"{net_ns}/{no['network_operator_network_name']}"
+            annotations["k8s.v1.cni.cncf.io/networks"] = f"{attach['network_namespace']}/{attach['network']}"
         out = {
             "name": self.name,
             "model_id": self.model["id"],
