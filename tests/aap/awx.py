@@ -305,12 +305,15 @@ class Controller:
             paths = [configured, *paths]
         paths = [str(project_dir.parent / "requirements_collections"), *paths]
         return {
+            # the controller's own ANSIBLE_* settings (awx/settings/defaults.py)
+            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+            "ANSIBLE_PARAMIKO_RECORD_HOST_KEYS": "False",
+            "ANSIBLE_FORCE_COLOR": "True",
             "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
             # the execution environment has no source tree on sys.path: only the tarball counts
             "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "False",
             "ANSIBLE_CONFIG": str(cfg),
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
-            "ANSIBLE_NOCOLOR": "1",
             "PATH": str(VENV_BIN) + os.pathsep + os.environ.get("PATH", ""),
         }
 
