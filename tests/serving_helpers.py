@@ -20,6 +20,7 @@ EXAMPLES = {
     "example-rag": "h100-8x2-rdma",
     "example-batch": "h100-8x2-rdma",
     "example-edge-fleet": "sno-rtx-pro-6000",
+    "example-ai-grid": "grid-h100",
 }
 
 # Kinds the local control plane cannot serve because the Go module proxy here does not carry
@@ -169,6 +170,16 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
                 missing.append(f"{s['metadata']['name']}: model not pinned by digest")
             if "scheduler" in (s["spec"].get("router") or {}):
                 missing.append(f"{s['metadata']['name']}: router.scheduler is set")
+    elif blueprint == "ai_grid":
+        # many models, each with its own scheduler, behind one tenant-aware front door
+        if len(svcs) < 2:
+            missing.append(f"{len(svcs)} LLMInferenceService, a grid serves several model classes")
+        for s in svcs:
+            if "scheduler" not in (s["spec"].get("router") or {}):
+                missing.append(f"{s['metadata']['name']}: no llm-d scheduler (flow control by tier)")
+        for kind in ("AIGatewayRoute", "SecurityPolicy", "BackendTrafficPolicy"):
+            if not any(o["kind"] == kind for o in objs):
+                missing.append(f"no {kind} (tenant routing, API keys, token budgets)")
     return missing
 
 
