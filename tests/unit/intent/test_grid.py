@@ -427,3 +427,25 @@ def test_bad_grid_input_names_the_field(changes, expected):
         _intent(**changes)
     assert expected in str(err.value)
     assert "sk-live-123456" not in str(err.value), "a key is never echoed"
+
+
+def test_plan_report_and_summary_carry_the_grid_figures(tmp_path, capsys):
+    """plan.yml (site action report) and `blueprints plan --site` show what only the grid knows:
+    GPUs per class, each tier's share of the cost and what the cascade saves."""
+    from ansible_collections.inference.blueprints.plugins.module_utils.intent import summary
+
+    inv = str(SITE)
+    intents = cli.site_intents(inv, None)
+    (intent,) = intents.values()
+    rep = intent["gateway"]["report"]
+    lines = summary.lines(intent)
+    assert any(line.startswith(f"grid: {rep['gpus']} GPUs") for line in lines), lines
+    assert any(line.startswith("grid cost share: gold") for line in lines)
+    md = summary.write_site_report(intents, str(tmp_path))[0]
+    text = Path(md).read_text(encoding="utf-8")
+    for c in rep["classes"]:
+        assert f"| {c['model']} | {c['gpus']} |" in text
+    assert f"saves {rep['cascade']['saves'] * 100:.0f}%" in text
+    assert cli.main(["plan", "--site", inv, "--format", "md", "--report", str(tmp_path / "cli")]) == 0
+    assert "AI grid" in capsys.readouterr().out
+    assert "AI grid" in (tmp_path / "cli" / "report.md").read_text()

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import report
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 
 ARGUMENT_SPEC = {
@@ -51,8 +50,7 @@ class ActionModule(ActionBase):
     @staticmethod
     def _write_reports(intents: dict) -> list[str]:
         """One sizing report per site (report_dir), with every cluster's plans."""
-        by_dir: dict[str, list] = {}
+        by_dir: dict[str, dict] = {}
         for host, intent in intents.items():
-            entries = by_dir.setdefault(intent["site"]["report_dir"], [])
-            entries.extend((f"{host}/{p['model']['name']}", p["plan"]) for p in intent["plans"])
-        return [report.write_report(entries, directory)[0] for directory, entries in sorted(by_dir.items())]
+            by_dir.setdefault(intent["site"]["report_dir"], {})[host] = intent
+        return [summary.write_site_report(group, directory)[0] for directory, group in sorted(by_dir.items())]

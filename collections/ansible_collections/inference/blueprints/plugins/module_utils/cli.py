@@ -19,7 +19,7 @@ import os
 import sys
 
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
@@ -340,9 +340,10 @@ def render(entries: list[tuple[str, dict]], fmt: str, single: bool) -> str:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    entries = []
+    entries, intents = [], {}
     if a.site:
-        for host, intent in site_intents(a.site, a.blueprints_dir, _parse_extra_vars(a.extra_vars)).items():
+        intents = site_intents(a.site, a.blueprints_dir, _parse_extra_vars(a.extra_vars))
+        for host, intent in intents.items():
             entries.extend((f"{host}/{p['model']['name']}", p["plan"]) for p in intent["plans"])
         single = False
     else:
@@ -353,8 +354,10 @@ def cmd_plan(a: argparse.Namespace) -> int:
             raise CliError(f"{_option(e.field)}: {e.message}") from None
         single = True
     sys.stdout.write(render(entries, a.format, single))
+    if a.format == "md" and intents:
+        sys.stdout.write(summary.site_markdown(intents))
     if a.report:
-        paths = report_mod.write_report(entries, a.report)
+        paths = summary.write_site_report(intents, a.report) if intents else report_mod.write_report(entries, a.report)
         sys.stderr.write(f"report: {paths[0]}\n")
     return 0
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from ..planner import report as plan_report
+
 
 def _pools(plan: dict) -> str:
     parts = []
@@ -28,7 +30,55 @@ def lines(intent: dict) -> list[str]:
         out.extend(f"{model['name']}: {d['what']} = {d['choice']} | {d['why']}" for d in plan["decisions"])
         out.extend(f"{model['name']}: WARNING {w}" for w in plan.get("warnings") or [])
     out.extend(f"{d['model']}: {d['what']} = {d['choice']} | {d['why']}" for d in intent.get("decisions") or [])
+    out.extend(grid_lines(intent))
     return out
+
+
+def grid_lines(intent: dict) -> list[str]:
+    """The AI grid's own figures (intent/grid.py report): GPUs per class, cost per tier, the cascade."""
+    rep = (intent.get("gateway") or {}).get("report")
+    if not rep:
+        return []
+    out = [f"grid: {rep['gpus']} GPUs, {rep['gpu_hour_cost']:g} GPU-hour cost units per hour"]
+    out += [
+        f"grid class {c['model']}: {c['gpus']} GPUs, {c['cost_per_1k_requests']} per 1k requests | {c['why']}"
+        for c in rep["classes"]
+    ]
+    out.append(
+        "grid cost share: "
+        + ", ".join(f"{t['tier']} {t['share'] * 100:.1f}% ({len(t['tenants'])} tenants)" for t in rep["tiers"])
+        + f" | {rep['tiers_why']}"
+    )
+    cas = rep.get("cascade")
+    if cas and cas.get("saves") is not None:
+        out.append(
+            f"grid cascade {' > '.join(cas['order'])}: saves {cas['saves'] * 100:.0f}% "
+            f"({cas['saves_with_retries'] * 100:.0f}% if every escalation paid for a smaller answer) | {cas['why']}"
+        )
+    return out
+
+
+def site_markdown(intents: dict) -> str:
+    """Site-level sections of the plan report (after the per-model plans): what no single plan shows."""
+    parts = []
+    for host, intent in sorted(intents.items()):
+        rep = (intent.get("gateway") or {}).get("report")
+        if not rep:
+            continue
+        parts += [f"## {host}: AI grid", "", "| class | GPUs | cost per 1k requests | why |", "|---|---|---|---|"]
+        parts += [f"| {c['model']} | {c['gpus']} | {c['cost_per_1k_requests']} | {c['why']} |" for c in rep["classes"]]
+        parts += ["", "| tier | tenants | share of the GPU cost |", "|---|---|---|"]
+        parts += [f"| {t['tier']} | {', '.join(t['tenants'])} | {t['share'] * 100:.1f}% |" for t in rep["tiers"]]
+        parts += ["", f"Shares: {rep['tiers_why']}.", ""]
+        cas = rep.get("cascade")
+        if cas and cas.get("saves") is not None:
+            parts += [
+                f"Cascade {' > '.join(cas['order'])}: saves {cas['saves'] * 100:.0f}% against sending every cascade "
+                f"request to the last class ({cas['saves_with_retries'] * 100:.0f}% if each escalation first paid "
+                f"for a smaller answer). {cas['why']}.",
+                "",
+            ]
+    return "\n".join(parts)
 
 
 def fleet_lines(intents: dict) -> list[str]:
@@ -46,3 +96,15 @@ def fleet_lines(intents: dict) -> list[str]:
         out.append(f"clusters {shown}: the same plan" if len(hosts) > 1 else f"cluster {shown}")
         out.extend("  " + line for line in lines(first)[1:])
     return out
+
+
+def write_site_report(intents: dict, directory: str) -> list[str]:
+    """The plan report of a site's clusters (report.md first in the paths): every model's plan,
+    then the site-level sections."""
+    entries = [(f"{h}/{p['model']['name']}", p["plan"]) for h, i in sorted(intents.items()) for p in i["plans"]]
+    paths = plan_report.write_report(entries, directory)
+    extra = site_markdown(intents)
+    if extra:
+        with open(paths[0], "a", encoding="utf-8") as fh:
+            fh.write("\n\n" + extra)
+    return paths
