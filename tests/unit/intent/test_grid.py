@@ -174,6 +174,9 @@ def test_one_kserve_pool_and_scheduler_per_class_with_flow_control(intent, objec
         assert set(bands) == {prio["gold"], prio["silver"], prio["bronze"]}
         # a band holds what its tier may wait for: the gold queue is the shortest
         assert bands[prio["gold"]] < bands[prio["silver"]] < bands[prio["bronze"]]
+        # nothing waits in a queue past what the most patient tier tolerates
+        longest = max(t["queue_seconds"] for t in intent["gateway"]["tiers"])
+        assert cfg["flowControl"]["defaultRequestTTL"] == f"{longest:g}s"
         assert any(p["type"] == "prefix-cache-scorer" for p in cfg["plugins"]), "prefix-aware routing"
     objectives = kind(objects, "InferenceObjective")
     for svc in svcs:

@@ -294,6 +294,7 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
         init_plugin_loader()
     except ImportError:  # ansible-core < 2.15 initialises on import
         pass
+    _adopt_collection_package()
     wanted = build.variable_names()
     out = {}
     try:
@@ -316,6 +317,26 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
 def blueprint_dir_candidates(site: str, explicit: str | None) -> list[str]:
     found = find_blueprints_dir(site, None)
     return [d for d in (explicit, found) if d]
+
+
+def _adopt_collection_package() -> None:
+    """This collection's package was imported as a plain Python package (pip install, the
+    ``blueprints`` command) before Ansible's collection finder was installed, so it carries no
+    collection metadata, and the finder then refuses every later import of one of its
+    subpackages ("collection metadata was not loaded"). Give it the metadata the finder would
+    have read: its own meta/runtime.yml."""
+    import sys
+
+    pkg = sys.modules.get("ansible_collections.inference.blueprints")
+    if pkg is None or getattr(pkg, "_collection_meta", None) is not None:
+        return
+    try:
+        from ansible.utils.collection_loader._collection_meta import _meta_yml_to_dict  # pylint: disable=ansible-bad-module-import
+    except ImportError:
+        return
+    runtime = os.path.join(next(iter(pkg.__path__)), "meta", "runtime.yml")
+    with open(runtime, "rb") as fh:
+        pkg._collection_meta = _meta_yml_to_dict(fh.read(), ("inference.blueprints", "runtime.yml"))
 
 
 def site_intents(site: str, blueprints_dir: str | None, extra_vars: dict | None = None) -> dict[str, dict]:

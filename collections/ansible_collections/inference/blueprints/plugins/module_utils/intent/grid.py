@@ -175,7 +175,16 @@ def flow_control(site: dict, plan: dict) -> dict | None:
                 "replica cannot drain within the tier's wait adds a replica",
             }
         )
-    return {"bands": bands, "scale": scale}
+    # A request that waits longer than the most patient tier allows is dropped from the queue
+    # (router flowControl.defaultRequestTTL; without it a queued request waits for the client).
+    ttl = max(t["queue_seconds"] for t in _tiers(site))
+    return {
+        "bands": bands,
+        "scale": scale,
+        "request_ttl": f"{ttl:g}s",
+        "request_ttl_why": f"the longest queue_seconds of any tier ({ttl:g} s): no request waits past what its tier "
+        "tolerates",
+    }
 
 
 # ------------------------------------------------------------------------------------------ routes

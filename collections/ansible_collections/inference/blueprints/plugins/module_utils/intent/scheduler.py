@@ -31,13 +31,18 @@ def _weight(value):
 
 
 def epp_config(
-    disaggregated: bool, weights: dict, non_cached_tokens: int, flow_control: list[dict] | None = None
+    disaggregated: bool,
+    weights: dict,
+    non_cached_tokens: int,
+    flow_control: list[dict] | None = None,
+    request_ttl: str | None = None,
 ) -> dict:
     """The EndpointPickerConfig: prefix-aware and load-aware scoring; with P/D the disagg handler.
 
     ``weights``: scorer weights {prefix_cache, queue, kv_cache} (0 leaves a scorer out).
     ``flow_control``: priority bands [{priority, max_requests}] to queue requests by priority
     (the ``flowControl`` feature gate), or None for the router's default admission.
+    ``request_ttl``: with flow control, how long a request may wait in the queue (a Go duration).
     """
     scorers = [
         (name, _weight(weights[key]))
@@ -78,6 +83,8 @@ def epp_config(
                 {"priority": int(b["priority"]), "maxRequests": str(int(b["max_requests"]))} for b in flow_control
             ],
         }
+        if request_ttl:
+            config["flowControl"]["defaultRequestTTL"] = request_ttl
     problems = router_registry.check_epp_config(config, ROUTER)
     if problems:
         raise SchedulerConfigError(f"llm-d router {ROUTER} would refuse the scheduler config: " + "; ".join(problems))

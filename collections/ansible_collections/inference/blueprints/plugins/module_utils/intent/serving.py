@@ -378,6 +378,7 @@ class _Model:
             weights,
             int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
             flow_control=flow["bands"] if flow else None,
+            request_ttl=flow["request_ttl"] if flow else None,
         )
         return {
             "config": cfg,
