@@ -29,6 +29,35 @@ def _pools(plan: dict) -> list[tuple[str, dict]]:
     return [(k, v) for k, v in plan["pools"].items() if v]
 
 
+def _required_gpus(pool: dict) -> int | None:
+    """GPUs the traffic needs in a pool (the plan gives GPUs for P/D pools, replicas for serve pools)."""
+    if pool.get("required_gpus") is not None:
+        return pool["required_gpus"]
+    if pool.get("required_replicas") is not None:
+        return pool["required_replicas"] * pool["gpus_per_replica"]
+    return None
+
+
+def _capacity(plan: dict, pool: dict) -> int:
+    """GPUs of the pool's type the hardware has (the decode pool's own type when it has one)."""
+    hw = plan["hardware"]
+    if hw.get("decode_gpu") and pool["gpu"] == hw["decode_gpu"] and pool["gpu"] != hw["gpu"]:
+        return hw["decode_nodes"] * hw["decode_gpus_per_node"]
+    return hw.get("gpus_total") or hw["nodes"] * hw["gpus_per_node"]
+
+
+def _engine_layout(pool: dict) -> str:
+    return " ".join(f"{k.upper()}={pool[k]}" for k in ("tp", "pp", "dp", "ep", "dcp", "pcp"))
+
+
+def _shell_line(arg: str) -> str:
+    """One engine argument as a shell reads it: values quoted the way the deployment quotes them."""
+    from ..intent import engine  # the one shell quoting rule (VLLM_ADDITIONAL_ARGS uses it too)
+
+    flag, value = engine.split(arg)
+    return flag if value is None else f"{flag}={engine.shell_quote(value)}"
+
+
 def memory_svg(plan: dict) -> str:
     """Stacked bar per pool: weights, KV pool, overhead and the share vLLM leaves unused (1 - utilization)."""
     rows = _pools(plan)
@@ -39,10 +68,19 @@ def memory_svg(plan: dict) -> str:
         _title(f"Per-GPU memory (GiB): {plan['model']['id']}"),
     ]
     scale_max = max(v["memory"]["gpu_memory_gib"] for _role, v in rows)
-    span = width - left - 20
+    span = width - left - 150
     y = top
     for role, pool in rows:
         m = pool["memory"]
+        cap_x = left + span * m["gpu_memory_gib"] / scale_max
+        out.append(
+            f'<line x1="{cap_x:.1f}" y1="{y - 4}" x2="{cap_x:.1f}" y2="{y + bar_h + 4}" stroke="black" '
+            'stroke-dasharray="4,3"><title>GPU memory (capacity)</title></line>'
+        )
+        used = m["weights_gib_per_gpu"] + m["kv_pool_gib_per_gpu"] + m["overhead_gib_per_gpu"]
+        out.append(
+            f'<text x="{cap_x + 6:.1f}" y="{y + bar_h * 0.7:.1f}">{used:.1f} of {m["gpu_memory_gib"]:.1f} GiB</text>'
+        )
         parts = [
             ("weights", m["weights_gib_per_gpu"]),
             ("kv", m["kv_pool_gib_per_gpu"]),
@@ -82,29 +120,43 @@ def pools_svg(plan: dict) -> str:
     rows = _pools(plan)
     width, left, bar_h, gap, top = 760, 150, 22, 22, 40
     height = top + len(rows) * (2 * bar_h + gap) + 40
-    vals = []
-    for _role, p in rows:
-        req = p.get("required_gpus")
-        if req is None and p.get("required_replicas") is not None:
-            req = p["required_replicas"] * p["gpus_per_replica"]
-        vals.append((p["gpus"], req))
-    scale_max = max([v for pair in vals for v in pair if v] + [1])
-    span = width - left - 80
+    height += 20 * len({p["gpu"] for _r, p in rows})
+    vals = [(p["gpus"], _required_gpus(p), _capacity(plan, p)) for _role, p in rows]
+    scale_max = max([v for trio in vals for v in trio if v] + [1])
+    span = width - left - 140
     out = [
         _svg_open(width, height),
         _title(f"Pool sizes (GPUs): {plan['model']['id']}"),
     ]
     y = top
-    for (role, p), (planned, req) in zip(rows, vals, strict=True):
+    for (role, p), (planned, req, cap) in zip(rows, vals, strict=True):
         out.append(f'<text x="10" y="{y + bar_h * 0.75:.1f}">{escape(role)} ({escape(p["gpu"])})</text>')
         w = span * planned / scale_max
         out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="#4e79a7"/>')
         out.append(f'<text x="{left + w + 6:.1f}" y="{y + bar_h * 0.75:.1f}">{planned} planned</text>')
         if req is not None:
+            met = planned >= req
             w2 = span * req / scale_max
-            out.append(f'<rect x="{left}" y="{y + bar_h}" width="{w2:.1f}" height="{bar_h}" fill="#e15759"/>')
-            out.append(f'<text x="{left + w2 + 6:.1f}" y="{y + bar_h * 1.75:.1f}">{req} required</text>')
+            colour = "#59a14f" if met else "#e15759"
+            out.append(f'<rect x="{left}" y="{y + bar_h}" width="{w2:.1f}" height="{bar_h}" fill="{colour}"/>')
+            label = f"{req} required" + ("" if met else f" (short by {req - planned})")
+            out.append(f'<text x="{left + w2 + 6:.1f}" y="{y + bar_h * 1.75:.1f}">{label}</text>')
+        cap_x = left + span * cap / scale_max
+        out.append(
+            f'<line x1="{cap_x:.1f}" y1="{y - 4}" x2="{cap_x:.1f}" y2="{y + 2 * bar_h + 4}" stroke="black" '
+            f'stroke-dasharray="4,3"><title>capacity: {cap} {escape(p["gpu"])}</title></line>'
+        )
+        out.append(f'<text x="{cap_x + 4:.1f}" y="{y - 6}" font-size="10">capacity {cap}</text>')
         y += 2 * bar_h + gap
+    for gpu in sorted({p["gpu"] for _r, p in rows}):
+        mine = [(p, v) for (_r, p), v in zip(rows, vals, strict=True) if p["gpu"] == gpu]
+        planned = sum(v[0] for _p, v in mine)
+        reqs = [v[1] for _p, v in mine if v[1] is not None]
+        total = f"total {gpu}: {planned} planned of {mine[0][1][2]}"
+        if reqs:
+            total += f", {sum(reqs)} required"
+        out.append(f'<text x="10" y="{y + 4}" font-weight="bold">{escape(total)}</text>')
+        y += 20
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -216,7 +268,7 @@ def _latency_md(plan: dict) -> list[str]:
 
 
 def to_markdown(plan: dict, title: str | None = None, images: dict | None = None) -> str:
-    m, hw, lay, mem, kv = plan["model"], plan["hardware"], plan["layout"], plan["memory"], plan["kv"]
+    m, hw, mem, kv = plan["model"], plan["hardware"], plan["memory"], plan["kv"]
     out = [f"## {title or m['name'] + ' (' + m['id'] + ')'}", ""]
     between = {"nvlink": "no RDMA NICs", "rdma": "RDMA", "ethernet": "Ethernet"}.get(hw["interconnect"], "?")
     hw_s = (
@@ -234,8 +286,10 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
                 ["weights", f"{plan['weights']['precision']}, {plan['weights']['total_gib']} GiB in all"],
                 [
                     "layout",
-                    ", ".join(f"{k.upper()}={lay[k]}" for k in ("tp", "pp", "dp", "ep", "dcp", "pcp"))
-                    + f" ({lay['replicas']} replica(s) of {lay['gpus_per_replica']} GPUs)",
+                    "; ".join(
+                        f"{role}: {p['replicas']} replica(s) of {p['gpus_per_replica']} GPUs ({_engine_layout(p)})"
+                        for role, p in _pools(plan)
+                    ),
                 ],
                 ["disaggregated", plan["disaggregated"]],
                 ["speculative", (plan["speculative"] or {}).get("method", "off")],
@@ -293,12 +347,14 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
                 p["replicas"],
                 p["gpus_per_replica"],
                 p["gpus"],
-                p.get("required_gpus", p.get("required_replicas", "")),
-                f"TP={p['tp']} PP={p['pp']} DP={p['dp']} EP={p['ep']} DCP={p['dcp']} PCP={p['pcp']}",
+                "" if _required_gpus(p) is None else _required_gpus(p),
+                _engine_layout(p),
                 p["max_num_seqs"],
             ]
         )
-    out.append(_table(["pool", "GPU", "replicas", "GPUs/replica", "GPUs", "required", "layout", "max_num_seqs"], prow))
+    out.append(
+        _table(["pool", "GPU", "replicas", "GPUs/replica", "GPUs", "required GPUs", "layout", "max_num_seqs"], prow)
+    )
     if images and images.get("pools"):
         out += ["", f"![pool sizes]({images['pools']})"]
     out += _latency_md(plan)
@@ -323,7 +379,9 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
             f"{role}:",
             "",
             "```",
-            " \\\n  ".join(["vllm serve " + (m.get("hf_repo") or m["id"])] + p["engine_args"]),
+            " \\\n  ".join(
+                ["vllm serve " + _shell_line(m.get("hf_repo") or m["id"])] + [_shell_line(a) for a in p["engine_args"]]
+            ),
             "```",
             "",
         ]
