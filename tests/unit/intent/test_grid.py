@@ -452,3 +452,53 @@ def test_plan_report_and_summary_carry_the_grid_figures(tmp_path, capsys):
     assert cli.main(["plan", "--site", inv, "--format", "md", "--report", str(tmp_path / "cli")]) == 0
     assert "AI grid" in capsys.readouterr().out
     assert "AI grid" in (tmp_path / "cli" / "report.md").read_text()
+
+
+def _with_model_hardware(index: int, hardware: dict) -> dict:
+    values, _ = _values()
+    models = copy.deepcopy(values["models"])
+    models[index]["hardware"] = hardware
+    return _intent(models=models)
+
+
+def test_a_class_on_its_own_gpu_type_is_planned_pinned_and_checked_on_it():
+    """A site may mix GPU types per class: the 27B on an L40S pool is planned on L40S, its pods land
+    on L40S nodes (and the others on H100), and preflight asks the cluster for both."""
+    l40s = {"gpu": "l40s", "gpus_per_node": 4, "nodes": 2}
+    intent = _with_model_hardware(0, l40s)
+    plans = {p["model"]["name"]: p["plan"] for p in intent["plans"]}
+    first = intent["plans"][0]["model"]["name"]
+    assert plans[first]["hardware"]["gpu"] == "l40s"
+    assert {p["hardware"]["gpu"] for n, p in plans.items() if n != first} == {"h100"}
+    products = {}
+    for svc in kind(render.render_components(intent["stages"]["serving"], intent), "LLMInferenceService"):
+        for section in [svc["spec"]] + ([svc["spec"]["prefill"]] if "prefill" in svc["spec"] else []):
+            terms = section["template"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            (expr,) = terms["nodeSelectorTerms"][0]["matchExpressions"]
+            assert expr["key"] == "nvidia.com/gpu.product"
+            products.setdefault(svc["metadata"]["name"], set()).update(expr["values"])
+    assert products[first] == {"NVIDIA-L40S"}
+    assert all("NVIDIA-H100-80GB-HBM3" in v for n, v in products.items() if n != first)
+    needs = {n["gpu"]: n for n in intent["platform"]["requirements"]["gpus"]}
+    assert set(needs) == {"l40s", "h100"} and first in needs["l40s"]["for"]
+
+
+def test_a_single_gpu_type_site_pins_nothing(intent, objects):
+    for svc in kind(objects, "LLMInferenceService"):
+        assert "affinity" not in svc["spec"]["template"], svc["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("hardware", "path", "needle"),
+    [
+        ({"gpu": "l40z", "gpus_per_node": 4, "nodes": 1}, "models[0].hardware.gpu", "l40s"),
+        ({"gpu": "l40s", "nodes": 1}, "models[0].hardware.gpus_per_node", "required"),
+        ({"gpu": "l40s", "gpus_per_node": 0, "nodes": 1}, "models[0].hardware.gpus_per_node", ">= 1"),
+        ({"gpu": "l40s", "gpus_per_node": 4, "nodes": 1, "gpus": 4}, "models[0].hardware.gpus", "gpus_per_node"),
+    ],
+)
+def test_bad_model_hardware_names_its_path(hardware, path, needle):
+    with pytest.raises(SchemaError) as err:
+        _with_model_hardware(0, hardware)
+    text = str(err.value)
+    assert path in text and needle in text, text

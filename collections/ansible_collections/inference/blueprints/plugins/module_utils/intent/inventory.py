@@ -134,6 +134,19 @@ HARDWARE = Field(
     doc="the cluster's GPU pools: gpu, gpus_per_node, nodes, interconnect, decode_*",
 )
 
+# A model served on its own node pool (a site mixing GPU types per model class): the planner
+# sizes it on these GPUs and its pods are pinned to them by GPU feature discovery's product label.
+MODEL_HARDWARE = Field(
+    "dict",
+    options={
+        "gpu": Field("str", required=True, check=_gpu_id),
+        "gpus_per_node": Field("int", required=True, minimum=1),
+        "nodes": Field("int", required=True, minimum=1),
+        "interconnect": Field("str", choices=planner_inputs.INTERCONNECTS, doc="default: hardware.interconnect"),
+    },
+    doc="the node pool this model runs on, when not the site's hardware (gpu, gpus_per_node, nodes)",
+)
+
 MODEL = Field(
     "dict",
     options={
@@ -159,6 +172,7 @@ MODEL = Field(
         "traffic": TRAFFIC,
         "slo": SLO,
         "policy": Field("dict", doc="planner policy overrides for this model (docs/planner.md)"),
+        "hardware": MODEL_HARDWARE,
     },
 )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..planner import data as catalog
 from . import engine, grid, monitoring, platform, quantity, scheduler
+from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -70,7 +71,8 @@ class _Model:
         self.name = self.model["name"]
         self.options = site["options"]
         self.components = site["components"]
-        self.hardware = site["hardware"]
+        self.hardware = site_mod.model_hardware(site, self.model)
+        self.mixed_gpus = len(site_mod.gpu_types(site)) > 1
         self.decisions: list[dict] = []
         self.labels = {**common_labels, "inference.blueprints/model": self.name}
         pools = self.plan.get("pools") or {}
@@ -230,7 +232,9 @@ class _Model:
         tolerations = self.site.get("spot_tolerations") or []
         if tolerations:
             spec["tolerations"] = tolerations
-        if self.hardware.get("decode_gpu"):
+        if self.mixed_gpus:
+            # several GPU types in the site (a decode pool of its own, or models on their own pools):
+            # each pool lands on its GPU type
             products = (ms.get("model_service_gpu_products") or {}).get(pool.get("gpu") or self.hardware["gpu"]) or []
             if products:
                 spec["affinity"] = {

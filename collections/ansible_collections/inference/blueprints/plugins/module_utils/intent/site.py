@@ -185,6 +185,25 @@ def _given(block) -> dict:
     return {k: v for k, v in (block or {}).items() if v is not None}
 
 
+def model_hardware(site: dict, model: dict) -> dict:
+    """The node pool a model is planned and served on: its own ``hardware`` (a site that mixes
+    GPU types per model class) or the site's. A model on its own pool has no decode pool of
+    another GPU type: ``decode_*`` belong to the site's hardware."""
+    own = {k: v for k, v in (model.get("hardware") or {}).items() if v is not None}
+    if not own:
+        return site["hardware"]
+    base = {k: v for k, v in site["hardware"].items() if not k.startswith("decode_")}
+    return {**base, **own}
+
+
+def gpu_types(site: dict) -> list[str]:
+    """Every GPU type the site's models run on (more than one: pods are pinned to theirs)."""
+    types = {model_hardware(site, m)["gpu"] for m in site["models"]}
+    if site["hardware"].get("decode_gpu"):
+        types.add(site["hardware"]["decode_gpu"])
+    return sorted(types)
+
+
 def planner_inputs(site: dict, model: dict) -> dict:
     """The planner's inputs for one model of a site: the one inventory-to-planner mapping."""
     inp = {
@@ -194,9 +213,10 @@ def planner_inputs(site: dict, model: dict) -> dict:
         "policy": dict(model["policy"]),
         "policy_source": site["blueprint_data"]["path"] + (" + models[].policy" if model["policy"] else ""),
     }
+    hardware = model_hardware(site, model)
     for k in HARDWARE_FIELDS:
-        if site["hardware"].get(k) is not None:
-            inp[k] = site["hardware"][k]
+        if hardware.get(k) is not None:
+            inp[k] = hardware[k]
     for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
         if model.get(k) is not None:
             inp[k] = model[k]
@@ -207,8 +227,10 @@ def planner_inputs(site: dict, model: dict) -> dict:
     return inp
 
 
-def _field_path(field: str, index: int) -> str:
+def _field_path(field: str, index: int, model: dict | None = None) -> str:
     if field in HARDWARE_FIELDS:
+        if field in ((model or {}).get("hardware") or {}):
+            return f"models[{index}].hardware.{field}"
         return f"hardware.{field}"
     if field == "model":
         return f"models[{index}].id"
@@ -224,7 +246,7 @@ def plan_models(site: dict) -> list[dict]:
         try:
             result = _cached_plan(planner_inputs(site, model))
         except PlanError as e:
-            errors.append((_field_path(e.field, i), e.message))
+            errors.append((_field_path(e.field, i, model), e.message))
             continue
         out.append({"model": model, "plan": copy.deepcopy(result)})
     if errors:
