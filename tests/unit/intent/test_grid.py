@@ -502,3 +502,20 @@ def test_bad_model_hardware_names_its_path(hardware, path, needle):
         _with_model_hardware(0, hardware)
     text = str(err.value)
     assert path in text and needle in text, text
+
+
+def test_the_stage_waits_for_the_front_door_to_be_programmed(intent):
+    from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits
+
+    gw = [w for w in waits.for_components(intent, intent["stages"]["serving"]) if w["kind"] == "Gateway"]
+    assert gw == [
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "namespace": intent["gateway"]["namespace"],
+            "name": intent["gateway"]["name"],
+            "condition": "Programmed",
+            "timeout": intent["options"]["ai_gateway"]["ai_gateway_wait_timeout"],
+            "component": "ai_gateway",
+        }
+    ]

@@ -45,6 +45,20 @@ def _serving(intent: dict, role: str) -> list[dict]:
                         "component": role,
                     }
                 )
+    gw = intent.get("gateway")
+    if role == "ai_gateway" and gw and intent["options"]["ai_gateway"]["ai_gateway_wait"]:
+        # the front door serves once its controller (Envoy Gateway) has programmed the data plane
+        out.append(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "namespace": gw["namespace"],
+                "name": gw["name"],
+                "condition": "Programmed",
+                "timeout": intent["options"]["ai_gateway"]["ai_gateway_wait_timeout"],
+                "component": role,
+            }
+        )
     return out
 
 
