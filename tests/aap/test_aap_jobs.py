@@ -163,12 +163,6 @@ def test_converge_workflow_runs_each_job_template_as_aap_does(jobs, tmp_path_fac
         print(f"{name}: {seconds:.1f} s, {job.changed} changed, {len(job.events)} events")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="platform.yml/serving.yml/verify.yml play on groups clusters.yml creates only when a cluster joins "
-    "them (inference_blueprints_render, inference_blueprints_apply); hosts: \"{{ groups['<group>'] | default([]) }}\" "
-    "would match nothing without the warning (the fix is in those playbooks, not here)",
-)
 def test_apply_jobs_do_not_warn_about_unmatched_host_patterns(jobs):
     # issue 14: every converge warned "Could not match supplied host pattern" (then serving_one_pass)
     ran = [(name, job) for name, _s, job in jobs.runs if job.status == "successful"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ..planner.inputs import plain
+from ..slo import spec as slo_spec
 from . import gitops, grid, inventory, platform, serving
 from . import site as site_mod
 
@@ -95,4 +96,6 @@ def build(site: dict, plans: list[dict]) -> dict:
     intent["platform"] = platform.build(intent)
     intent["stages"]["platform"] = intent["platform"]["components"]
     intent["gitops"] = gitops.build(site, intent)
+    # verify's SLO benchmark bounds and the canary's gates (slo/spec.py, docs/verify.md)
+    intent["verify"] = slo_spec.intent_section(site, intent)
     return intent

@@ -255,6 +255,53 @@ CASCADE = Field(
     doc="AI grid model cascade: order (smallest first), easy_fraction, hard_fraction, escalate_prompt_bytes",
 )
 
+# issue 13 (docs/verify.md): bounds and shape options of the SLO benchmark, and the canary's gates and change.
+SLO_BENCHMARK = Field(
+    "dict",
+    options={
+        "max_requests": Field("int", minimum=1, maximum=100000, default=200, doc="requests per entry point, at most"),
+        "max_seconds": Field("float", minimum=1, maximum=3600, default=120, doc="seconds per entry point, at most"),
+        "max_concurrency": Field("int", minimum=1, maximum=10000, default=256, doc="requests in flight, at most"),
+        "rate_scale": Field("float", minimum=0, exclusive_minimum=True, default=1.0, doc="x the planned arrival rate"),
+        "shared_prefix_fraction": Field(
+            "float", minimum=0, maximum=0.95, default=0.0, doc="share of the mean prompt that every request shares"
+        ),
+        "max_error_rate": Field("float", minimum=0, maximum=1, default=0.01),
+        "request_timeout": Field("float", minimum=1, default=300),
+        "worker_processes": Field("int", minimum=1, maximum=16, default=1, doc="guidellm worker processes"),
+    },
+    doc="verify's SLO benchmark: bounds (requests, seconds, concurrency) and traffic options",
+)
+
+
+def _image_digest(value: str) -> str | None:
+    return (
+        None if IMAGE_BY_DIGEST.match(value) else f"{value!r} is not an image pinned by digest (<repo>@sha256:<64 hex>)"
+    )
+
+
+CANARY = Field(
+    "dict",
+    options={
+        "ttft_regression_pct": Field(
+            "float", minimum=0, default=10, doc="largest TTFT increase over the baseline at the gate percentile, %"
+        ),
+        "tpot_regression_pct": Field(
+            "float", minimum=0, default=10, doc="largest TPOT increase over the baseline at the gate percentile, %"
+        ),
+        "percentile": Field("str", choices=("p50", "p95", "p99"), default="p95"),
+        "max_error_rate": Field("float", minimum=0, maximum=1, default=0.01),
+        "ready_timeout": Field("float", minimum=1, default=900, doc="seconds a changed pool may take to be ready"),
+        "models": Field("list", elements=Field("str"), doc="models[].name to canary (default: every model)"),
+        "image": Field("str", check=_image_digest, doc="new engine image of each pool, by digest"),
+        "engine_args": Field(
+            "list", elements=Field("str"), doc="engine flags set on each pool (--flag=value replaces --flag)"
+        ),
+        "model_uri": Field("str", check=_artifact_uri, doc="new model artifact (one field for both pools)"),
+    },
+    doc="canary.yml: the change (image, engine_args, model_uri) and its TTFT/TPOT gates",
+)
+
 # Site variables. The blueprint file's `defaults` may set any of these except the ones in
 # SITE_ONLY (they describe the site, not the traffic shape).
 SITE_FIELDS: dict[str, Field] = {
@@ -339,6 +386,15 @@ SITE_FIELDS: dict[str, Field] = {
         },
         doc="delivery=gitops: the repository and the Argo CD that delivers it",
     ),
+    # issue 13: the SLO benchmark of verify.yml, the canary's gates and change, the measured calibration
+    "slo_benchmark": SLO_BENCHMARK,
+    "canary": CANARY,
+    "calibration": Field(
+        "list",
+        elements=Field("dict"),
+        doc="measured engine figures verify writes to host_vars/<cluster>/calibration.yml; the planner checks "
+        "each entry (docs/planner.md, Calibration)",
+    ),
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
 }
@@ -352,6 +408,7 @@ SITE_ONLY = (
     "k8s_context",
     "tenants",
     "cascade",
+    "calibration",
 )
 
 

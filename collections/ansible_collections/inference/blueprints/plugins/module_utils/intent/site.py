@@ -220,6 +220,10 @@ def planner_inputs(site: dict, model: dict) -> dict:
     for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
         if model.get(k) is not None:
             inp[k] = model[k]
+    if site.get("calibration"):
+        # measured engine figures (verify's host_vars/<cluster>/calibration.yml); the planner uses the entries
+        # of this model's id, GPU and engine version and ignores the others
+        inp["calibration"] = site["calibration"]
     if site.get("traffic"):
         # the blueprint's (or site's) example traffic: the planner fills only what the model leaves
         # out, and fits it to the model's window
@@ -236,6 +240,8 @@ def _field_path(field: str, index: int, model: dict | None = None) -> str:
         return f"models[{index}].id"
     if field == "blueprint":
         return "blueprint"
+    if field.startswith("calibration"):
+        return field
     return f"models[{index}].{field}"
 
 
