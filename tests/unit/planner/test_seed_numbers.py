@@ -23,8 +23,10 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner.core 
     prefill_rate,
 )
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.parallel import choose_dcp
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
 
-from tests.unit.planner.blueprint_plan import plan
+from tests.unit.planner.blueprint_plan import plan, with_blueprint
 
 GIB = 2**30
 M = data.models()
@@ -384,10 +386,15 @@ def test_table2_pcp_adds_gpus_on_mla():
 
 
 def test_dcp_removes_kv_replication_on_397b():
-    p = plan(dict(LONG, model="Qwen3.5-397B-A17B", gpu="h100", gpus_per_node=8, nodes=2, weights="fp8"))
-    assert p["layout"]["tp"] == 8
-    assert p["layout"]["dcp"] == 4  # TP=8 over 2 KV heads replicates 4x; the seed's DCP=2 leaves 2x
-    assert p["kv"]["kv_replication"] == 4
+    inp = dict(LONG, model="Qwen3.5-397B-A17B", gpu="h100", gpus_per_node=8, nodes=2, weights="fp8")
+    p = plan(inp)
+    lay = p["layout"]
+    # whatever TP the layout search picks (attention-DP at TP=2 holds each of the 2 KV heads once), DCP takes what
+    # TP replicates beyond the KV heads
+    assert p["kv"]["kv_replication"] == max(1, lay["tp"] // (2 * lay["dcp"]))
+    # at the seed's TP=8 the auto rule takes DCP=4: TP=8 over 2 KV heads replicates 4x; the seed's DCP=2 leaves 2x
+    run = Run(normalize(with_blueprint(inp)))
+    assert choose_dcp(run, 8) == 4
 
 
 # ---------------------------------------------------------------- section 4: P/D sizing

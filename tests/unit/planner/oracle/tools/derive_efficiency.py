@@ -12,7 +12,7 @@ aiconfigurator_core package data; nothing is copied into the repository):
 For every GPU it prints what the catalog records: per GEMM kind the plateau and knee compute efficiency, the large-shape
 weight bandwidth efficiency at 8 and 32 rows, the launch floor of small calls; the fused-MoE fit (launch + roofline);
 paged decode attention (launch + KV bytes); prefill attention at short and long contexts; the Gated DeltaNet state and
-scan; vLLM's custom all-reduce; DeepEP low-latency / high-throughput all-to-all.
+scan; vLLM's custom all-reduce; NCCL all-gather and reduce-scatter (vLLM's default expert-parallel exchange).
 """
 
 from __future__ import annotations
@@ -73,6 +73,39 @@ def gemm(d, spec: dict) -> dict:
     return out
 
 
+def _moe_fit(x, p: float, bw: float, nbytes: float) -> dict:
+    """launch + max(touched expert bytes / (BW x bandwidth), FLOPs / (peak x compute)) + routed-pair bytes / (BW x
+    pair_bandwidth), least squares in log time. num_tokens is what enters vLLM's fused_experts on one rank (every
+    token routed over all experts, the rank's expert_map keeps E/EP of them): the rank's FLOPs are its 1/EP share of
+    the pairs, while the sort/align/scatter work is over every pair (the pair term)."""
+    t = x.latency.to_numpy() * 1e-3
+    n, k, e = x.num_tokens.to_numpy(), x.topk.to_numpy(), x.num_experts.to_numpy()
+    ep, h, i = x.moe_ep_size.to_numpy(), x.hidden_size.to_numpy(), x.inter_size.to_numpy()
+    w = e / ep * (1 - (1 - k / e) ** n) * 3 * h * i * nbytes
+    f = 2 * n * k / ep * 3 * h * i
+    pb = n * k * h * 2.0
+    lt = np.log(t)
+    cs = np.arange(0.04, 1.0, 0.02)[:, None]
+    best = None
+    for t0 in np.arange(0, 102.5e-6, 5e-6):
+        for m in np.arange(0.4, 1.0, 0.04):
+            wt = w / (bw * m)
+            for g in (np.inf, 4, 2, 1, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03):
+                pred = t0 + np.maximum(wt, f / (p * cs)) + pb / (bw * g)
+                err = np.sqrt(np.mean((np.log(pred) - lt) ** 2, axis=1))
+                j = int(np.argmin(err))
+                if best is None or err[j] < best[0]:
+                    best = (float(err[j]), t0, m, float(cs[j, 0]), g)
+    err, t0, m, c, g = best
+    return {
+        "compute": round(c, 2),
+        "bandwidth": round(float(m), 2),
+        "launch_us": round(float(t0) * 1e6, 1),
+        "pair_bandwidth": None if g == np.inf else float(g),
+        "rms_log_err": round(err, 2),
+    }
+
+
 def moe(d, spec: dict) -> dict:
     out, bw = {}, spec["mem_bw"]
     d = d[(d.distribution == "balanced") & (d.moe_tp_size == 1) & (d.moe_ep_size <= 16) & (d.num_tokens >= 16)]
@@ -86,22 +119,16 @@ def moe(d, spec: dict) -> dict:
         p = peak(spec, dt)
         if dt not in BYTES or not p:
             continue
-        t = x.latency.to_numpy() * 1e-3
-        local = x.num_experts.to_numpy() / x.moe_ep_size.to_numpy()
-        touched = local * (1 - (1 - x.topk.to_numpy() / x.num_experts.to_numpy()) ** x.num_tokens.to_numpy())
-        w = touched * 3 * x.hidden_size.to_numpy() * x.inter_size.to_numpy() * BYTES[dt]
-        f = 2 * x.num_tokens.to_numpy() * x.topk.to_numpy() / x.moe_ep_size.to_numpy() * 3
-        f = f * x.hidden_size.to_numpy() * x.inter_size.to_numpy()
-        best = None
-        for t0 in np.arange(0, 60e-6, 2.5e-6):
-            for m in np.arange(0.2, 1.0, 0.02):
-                for c in np.arange(0.04, 0.6, 0.01):
-                    err = float(np.mean(np.log((t0 + np.maximum(w / (bw * m), f / (p * c))) / t) ** 2))
-                    if best is None or err < best[0]:
-                        best = (err, t0, m, c)
-        err, t0, m, c = best
-        out[dt] = {"compute": round(c, 2), "bandwidth": round(m, 2), "launch_us": round(t0 * 1e6, 1)}
-        out[dt]["rms_log_err"] = round(float(np.sqrt(err)), 2)
+        # vLLM runs another kernel configuration without an expert map (EP 1): fitted apart ("@ep1")
+        one = x[x.moe_ep_size == 1]
+        r = {"all": _moe_fit(x[x.moe_ep_size > 1], p, bw, BYTES[dt])}
+        if len(one):
+            r["all@ep1"] = _moe_fit(one, p, bw, BYTES[dt])
+        for (h, i, e, k), y in x.groupby(["hidden_size", "inter_size", "num_experts", "topk"]):
+            r[f"{h}x{i}x{e}x{k}"] = _moe_fit(y[y.moe_ep_size > 1], p, bw, BYTES[dt])
+            if (y.moe_ep_size == 1).sum() >= 4:
+                r[f"{h}x{i}x{e}x{k}@ep1"] = _moe_fit(y[y.moe_ep_size == 1], p, bw, BYTES[dt])
+        out[dt] = r
     return out
 
 
@@ -164,19 +191,25 @@ def comm(system: str) -> dict:
             }
         out["allreduce_" + v] = res
         break
-    d = read(f"{BASE}/data/{system}/comm/vllm/0.24.0/moe_a2a_perf.parquet")
+    # NCCL all-gather / reduce-scatter: vLLM's default expert-parallel exchange (all2all_backend
+    # allgather_reducescatter). message_size counts FP16 elements of the whole (gathered) buffer.
+    d = None
+    for v in ("2.29.2", "2.27.3", "2.23"):
+        d = read(f"{BASE}/data/{system}/comm/nccl/{v}/nccl_perf.parquet")
+        if d is not None:
+            break
     if d is not None:
-        for (be, ph, ep, nodes), y in d.groupby(["comm_backend", "phase", "ep_size", "node_num"]):
-            if be not in ("deepep_ll", "deepep_ht"):
-                continue
-            t = y.latency.to_numpy() * 1e-6
-            b = y.num_tokens * y.hidden_size * y.topk * (1 if ph == "dispatch" else 2)
-            a = np.vstack([np.ones(len(b)), b.to_numpy()]).T
-            coef, *_ = np.linalg.lstsq(a, t, rcond=None)
-            out[f"{be}/{ph}/ep{ep}/nodes{nodes}"] = {
-                "latency_us": round(float(coef[0]) * 1e6, 1),
-                "gb_s": round(1 / float(coef[1]) / 1e9, 1),
-            }
+        d = d[d.nccl_dtype == "half"]
+        for op in ("all_gather", "reduce_scatter"):
+            res = {}
+            for n, y in d[d.op_name == op].groupby("num_gpus"):
+                size, t = y.message_size.to_numpy() * 2, y.latency.to_numpy() * 1e-3
+                mid = (size >= 8 * 2**20) & (size <= 32 * 2**20)
+                res[int(n)] = {
+                    "latency_us": round(float(np.median(t[size <= 32768])) * 1e6, 1),
+                    "bus_gb_s": round(float(np.median(size[mid] * (n - 1) / n / t[mid])) / 1e9),
+                }
+            out["nccl_" + op] = res
     return out
 
 

@@ -215,7 +215,7 @@ def best(target: dict, rate: float, slo: tuple) -> dict:
     out, secs = run(cmd, timeout=3600)
     rec = {"command": " ".join(["aiconfigurator", *cmd[1:-2]]), "seconds": round(secs, 1)}
     for mode in ("agg", "disagg"):
-        files = glob.glob(os.path.join(tmp, "*", mode, "best_config_topn.csv"))
+        files = glob.glob(os.path.join(tmp, "**", mode, "best_config_topn.csv"), recursive=True)
         if not files:
             rec[mode] = None
             continue
@@ -274,7 +274,7 @@ def main() -> None:
                 e["batch"],
             )
             cache[key] = e
-    best_cache = {p["id"]: p["best"] for p in data["points"]}
+    best_cache = {p["id"]: p["best"] for p in data["points"] if p["best"].get("gpus")}
     for pt in GRID:
         if only and pt["id"] not in only and pt["id"] in done:
             continue

@@ -243,6 +243,8 @@ def _efficiency_doc(run: Run, o: Outcome) -> dict:
         "gemm_bandwidth": eff.gemm_bandwidth,
         "moe_compute": eff.moe_compute if run.model["kind"] == "moe" else None,
         "moe_bandwidth": eff.moe_bandwidth if run.model["kind"] == "moe" else None,
+        "moe_fit": f"{eff.moe_kind} {eff.moe.fit} / {eff.moe_ep1.fit}" if run.model["kind"] == "moe" else None,
+        "latency_margin": run.pol["latency_margin"],
         "source": eff.calibrated or eff.source,
         "calibrated": bool(eff.calibrated),
         "prefill_mfu": run.pol["prefill_mfu"],

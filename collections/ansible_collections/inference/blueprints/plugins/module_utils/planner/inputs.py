@@ -219,6 +219,7 @@ def _check_fractions(merged: dict) -> None:
         if merged[k] is not None:
             _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
     _num("policy.pd_cost_margin", merged["pd_cost_margin"], 0.0, 0.9)
+    _num("policy.latency_margin", merged["latency_margin"], 0.0, 0.5)
 
 
 def _check_policy_values(merged: dict) -> None:

@@ -21,6 +21,9 @@ from .structs import Layout
 
 Z95 = 1.6449  # standard normal 95th percentile
 GDN_CHUNK = sz.GDN_CHUNK
+# vLLM runs a MoE layer's shared expert on an auxiliary CUDA stream beside the routed experts for steps of at most
+# this many tokens (VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD, default 256; fused_moe shared-experts runner).
+SHARED_EXPERT_STREAM_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,9 @@ def _bf16_peak(gpu: dict) -> float:
 
 
 def gemm_list(m: dict, tp: int) -> list[tuple[float, float, float, str]] | None:
-    """The dense GEMMs of one TP rank as (layers, K, N, kind): kind "w" runs in the weights' precision, "bf16" stays
-    unquantized (the MoE router). None when the model entry lacks the layer shapes."""
+    """The dense GEMMs of one TP rank as (layers, K, N, kind): kind "w" runs in the weights' precision, "shared" too
+    (a MoE layer's shared expert), "bf16" stays unquantized (the MoE router). None when the model entry lacks the
+    layer shapes."""
     h, layers = m["hidden_size"], m["layers"]
     moe = m.get("kind") == "moe"
     moe_layers = m.get("moe_layers", layers) if moe else 0
@@ -92,7 +96,7 @@ def gemm_list(m: dict, tp: int) -> list[tuple[float, float, float, str]] | None:
     if moe:
         shared = m.get("shared_expert_intermediate_size", 0)
         if shared:
-            out += [(moe_layers, h, 2 * shared / tp, "w"), (moe_layers, shared / tp, h, "w")]
+            out += [(moe_layers, h, 2 * shared / tp, "shared"), (moe_layers, shared / tp, h, "shared")]
         out.append((moe_layers, h, m["experts"], "bf16"))
     return out
 
@@ -117,8 +121,6 @@ class EngineModel:
         self.hidden = m["hidden_size"]
         wb = c.wb
         lm_params = m["lm_head_params_b"] * 1e9
-        self.lm_params = lm_params / tp
-        self.lm_bytes = lm_params * 2.0 / tp
         routed_total = m.get("expert_params_b", 0) * 1e9
         k, e = m.get("experts_per_token", 0), m.get("experts", 0)
         self.k, self.e_total = k, e
@@ -164,37 +166,42 @@ class EngineModel:
         bus = eff.allreduce_bus.get(self.tp) or min(eff.allreduce_bus.values())
         return eff.allreduce_latency_s + nbytes * 2 * (self.tp - 1) / self.tp / (bus * 1e9)
 
-    def _all2all(self, tokens: float, prefill: bool) -> float:
-        """DeepEP dispatch (FP8) + combine (BF16) of one MoE layer for ``tokens`` of this rank."""
+    def _nccl(self, table: dict, n: int, nbytes: float) -> float:
+        """One NCCL all-gather / reduce-scatter of an ``nbytes`` buffer over ``n`` ranks: latency + bus time."""
+        lat, bus = table["latency_us"], table["bus_gb_s"]
+        k = min((x for x in lat if x >= n), default=max(lat))
+        gb = bus[k]
+        t = lat[k] * 1e-6
+        if self.ep_spans_nodes:  # the ring crosses the node interconnect: its per-GPU bandwidth bounds the bus
+            gb = min(gb, self.inter["gb_s_per_gpu"] or gb)
+            t += 2 * self.inter["latency_us"] * 1e-6
+        return t + nbytes * (n - 1) / n / (gb * 1e9)
+
+    def _ep_exchange(self, tokens: float) -> float:
+        """vLLM's default expert-parallel exchange (all2all_backend allgather_reducescatter) for one MoE layer: the
+        DP ranks all-gather their tokens' hidden states and router logits (BF16) before the experts and
+        reduce-scatter the experts' output after; every rank then runs its local experts over all the DP group's
+        tokens."""
         if self.ep <= 1 or self.dp <= 1:
             return 0.0
-        table = (self.eff.all2all or {}).get("prefill" if prefill else "decode")
-        d_bytes = tokens * self.k * self.hidden * 1.0
-        c_bytes = tokens * self.k * self.hidden * 2.0
-        remote = (self.ep - 1) / self.ep
-        if table:
-            lat = (table["dispatch_latency_us"] + table["combine_latency_us"]) * 1e-6
-            t = lat + remote * (d_bytes / (table["dispatch_gb_s"] * 1e9) + c_bytes / (table["combine_gb_s"] * 1e9))
-        else:  # no DeepEP measurement (PCIe cards): the link's bandwidth and the p2p latency
-            lat = 2 * self.eff.engine["p2p_latency_us"] * 1e-6
-            t = lat + remote * (d_bytes + c_bytes) / (self.eff.link_gb_s * 1e9)
-        if self.ep_spans_nodes:  # the share of peers in other nodes goes over the node interconnect
-            off_node = (self.ep - self.topo.gpn) / self.ep
-            gb = self.inter["gb_s_per_gpu"] or self.eff.link_gb_s
-            t += off_node * (d_bytes + c_bytes) / (gb * 1e9) + 2 * self.inter["latency_us"] * 1e-6
-        return t
+        group = tokens * self.dp
+        gather = group * (self.hidden + self.e_total) * 2.0
+        scatter = group * self.hidden * 2.0
+        return self._nccl(self.eff.allgather, self.dp, gather) + self._nccl(self.eff.reducescatter, self.dp, scatter)
 
     def stage(self, b: float, chunk: float = 0.0, ctx_dec: float = 0.0, ctx_pre: float = 0.0) -> dict:
         """One pipeline stage of one step (1/PP of the layers) for ``b`` decoding sequences and a ``chunk``."""
         eff, pp = self.eff, self.pp
         tokens = b + chunk
         out = {}
-        t = 0.0
+        t = shared = 0.0
         for layers, k, n, kind in self.gemms:
-            if kind == "w":
-                t += layers * eff.gemm.time(tokens, (k, n), self.bpp, (self.peak, self.bw))
-            else:
+            if kind == "bf16":
                 t += layers * eff.bf16.time(tokens, (k, n), 2.0, (self.peak_bf16, self.bw))
+            elif kind == "shared":
+                shared += layers * eff.gemm.time(tokens, (k, n), self.bpp, (self.peak, self.bw))
+            else:
+                t += layers * eff.gemm.time(tokens, (k, n), self.bpp, (self.peak, self.bw))
         out["gemm"] = t / pp
         sampled = b + (1 if chunk else 0)
         lm = (self.hidden, self.vocab / self.tp)
@@ -203,10 +210,19 @@ class EngineModel:
             group_tokens = tokens * (self.dp if self.ep > 1 else 1)
             touched = 1.0 - (1.0 - self.k / self.e_total) ** max(group_tokens, 0.0) if group_tokens > 0 else 0.0
             flops = 2 * self.routed_active * group_tokens / (self.ep if self.ep > 1 else self.tp)
-            out["moe"] = self.moe_layers / pp * eff.moe_launch_s + self._roof(
-                flops, self.peak, eff.moe_compute, self.expert_bytes * touched, eff.moe_bandwidth
+            mf = eff.moe_for(self.ep)
+            routed = self.moe_layers / pp * mf.launch_s + self._roof(
+                flops, self.peak, mf.compute, self.expert_bytes * touched, mf.bandwidth
             )
-            out["all2all"] = self.moe_layers / pp * self._all2all(tokens, prefill=chunk > b)
+            if mf.pair_bandwidth:  # sorting / scattering every routed pair (local or not) through the kernel
+                pairs = group_tokens * self.k * self.moe_layers / pp
+                routed += pairs * self.hidden * 2.0 / (self.bw * mf.pair_bandwidth)
+            shared /= pp
+            if tokens <= SHARED_EXPERT_STREAM_TOKENS:  # the shared expert runs beside the routed experts
+                out["moe"], out["shared_expert"] = max(routed, shared), 0.0
+            else:
+                out["moe"], out["shared_expert"] = routed, shared
+            out["ep_exchange"] = self.moe_layers / pp * self._ep_exchange(tokens)
         if b:
             out["attention"] = self.attn_layers / pp * eff.attn_launch_s + b * ctx_dec * self.kv_tok / (
                 self.bw * eff.attn_bandwidth
@@ -404,25 +420,27 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     es2 = sum(s * s for s in svc) / len(svc)
     wq, rho = mg1_wait(lam, es, es2)
 
-    def own(length: float) -> float:
-        n, t = _chunk_step(em, b, w, pf.k, length)
+    def own(length: float, k: float) -> float:
+        n, t = _chunk_step(em, b, w, k, length)
         return n * t
 
     extra += em.prefill_overhead()
-    s50, s95 = own(med), own(p95)
     if ld.closed:
+        # the measured factor covers every wait of a closed population, prompts batched into one step included:
+        # it multiplies the TTFT of the prompt alone in its step
         f = closed_loop_factor(b) - 1.0  # mean wait as a share of the unqueued TTFT
         return (
-            (s50 + extra) * (1 + math.log(2) * f),
-            (s95 + extra) * (1 + math.log(20) * f),
-            (own(w.prompt_mean) + extra) * (1 + f),
+            (own(med, 1.0) + extra) * (1 + math.log(2) * f),
+            (own(p95, 1.0) + extra) * (1 + math.log(20) * f),
+            (own(w.prompt_mean, 1.0) + extra) * (1 + f),
             rho,
         )
+    s50, s95 = own(med, pf.k), own(p95, pf.k)
     w50, w95 = wait_quantile(wq, rho, 0.5), wait_quantile(wq, rho, 0.95)
     p50 = s50 + w50 + t_bar / 2 + extra
     # p95 of (own prefill + wait), independent: the medians plus the root-sum-square of the two tails
     p95v = s50 + w50 + math.hypot(s95 - s50, w95 - w50) + t_bar + extra
-    mean = own(w.prompt_mean) + wq + t_bar / 2 + extra
+    mean = own(w.prompt_mean, pf.k) + wq + t_bar / 2 + extra
     return p50, p95v, mean, rho
 
 

@@ -44,11 +44,58 @@ def gemm_dtype(model: dict, weights: str) -> str:
     return GEMM_DTYPE.get(weights, "bf16")
 
 
+def moe_shape(model: dict) -> str:
+    """hidden x expert intermediate x experts x top-k: the key of the per-shape fused-MoE fits."""
+    return "x".join(
+        str(model.get(k, 0)) for k in ("hidden_size", "moe_intermediate_size", "experts", "experts_per_token")
+    )
+
+
+def moe_fit(table: dict, model: dict, ep1: bool) -> MoeFit:
+    """The fused-MoE fit for the model's expert shape when it was measured, else the fit over every shape; EP 1 has
+    its own (``@ep1``) when measured."""
+    tail = "@ep1" if ep1 else ""
+    for key in (moe_shape(model) + tail, "all" + tail, moe_shape(model), "all"):
+        if key in table:
+            return _moe(table[key], key)
+    raise KeyError("all")
+
+
 def _pick(table: dict, key: str, order: tuple) -> tuple[dict, str]:
     for k in (key, *order):
         if table.get(k):
             return table[k], k
     raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class MoeFit:
+    """vLLM fused_experts on one rank: launch + max(touched local expert bytes / (BW x bandwidth), local FLOPs /
+    (peak x compute)) + every routed pair's BF16 hidden state / (BW x pair_bandwidth) (0: no pair term)."""
+
+    compute: float
+    bandwidth: float
+    launch_s: float
+    pair_bandwidth: float
+    fit: str  # which catalog fit: "<hidden>x<moe_intermediate>x<experts>x<top-k>[@ep1]" or "all[@ep1]"
+
+    def scaled(self, c: float, b: float) -> MoeFit:
+        return replace(
+            self,
+            compute=min(1.0, self.compute * c),
+            bandwidth=min(1.0, self.bandwidth * b),
+            pair_bandwidth=min(1.0, self.pair_bandwidth * b) if self.pair_bandwidth else 0.0,
+        )
+
+
+def _moe(d: dict, fit: str) -> MoeFit:
+    return MoeFit(
+        compute=d["compute"],
+        bandwidth=d["bandwidth"],
+        launch_s=d.get("launch_us", 0.0) * 1e-6,
+        pair_bandwidth=float(d.get("pair_bandwidth") or 0.0),
+        fit=fit,
+    )
 
 
 @dataclass(frozen=True)
@@ -121,9 +168,8 @@ class Eff:
 
     gemm: Gemm  # the weights' GEMM kind
     bf16: Gemm  # lm_head, MoE router (unquantized)
-    moe_compute: float
-    moe_bandwidth: float
-    moe_launch_s: float
+    moe: MoeFit  # expert parallel (an expert map on the rank)
+    moe_ep1: MoeFit  # every expert on the rank (EP 1: vLLM runs another kernel configuration)
     attn_bandwidth: float
     attn_launch_s: float
     attn_prefill_short: float
@@ -132,7 +178,8 @@ class Eff:
     gdn_scan_compute: float
     allreduce_latency_s: float
     allreduce_bus: dict
-    all2all: dict | None
+    allgather: dict  # NCCL, per group size: {latency_us: {n: us}, bus_gb_s: {n: GB/s}}
+    reducescatter: dict
     link_gb_s: float
     engine: dict
     gemm_kind: str
@@ -140,6 +187,17 @@ class Eff:
     source: str
     notes: tuple = field(default_factory=tuple)
     calibrated: str = ""  # set when measured figures replaced the assumptions
+
+    @property
+    def moe_compute(self) -> float:
+        return self.moe.compute
+
+    @property
+    def moe_bandwidth(self) -> float:
+        return self.moe.bandwidth
+
+    def moe_for(self, ep: int) -> MoeFit:
+        return self.moe if ep > 1 else self.moe_ep1
 
     @property
     def gemm_compute(self) -> float:
@@ -162,11 +220,11 @@ class Eff:
             self,
             gemm=self.gemm.scaled(compute, bandwidth),
             bf16=self.bf16.scaled(compute, bandwidth),
-            moe_compute=c(self.moe_compute),
+            moe=self.moe.scaled(compute, bandwidth),
+            moe_ep1=self.moe_ep1.scaled(compute, bandwidth),
             attn_prefill_short=c(self.attn_prefill_short),
             attn_prefill_long=c(self.attn_prefill_long),
             gdn_scan_compute=c(self.gdn_scan_compute),
-            moe_bandwidth=b(self.moe_bandwidth),
             attn_bandwidth=b(self.attn_bandwidth),
             gdn_state_bandwidth=b(self.gdn_state_bandwidth),
             calibrated=note or self.calibrated,
@@ -180,19 +238,21 @@ def efficiencies(gpu: dict, model: dict, weights: str, kv_dtype: str) -> Eff:
     g, gk = _pick(e["gemm"], kind, ("fp8_block", "fp8", "bf16"))
     lm = e["gemm"]["bf16"]
     moe_kind = "fp8_block" if weights == "fp8" else kind
-    m, mk = _pick(e["moe"], moe_kind, ("fp8_block", "bf16"))
+    mt, mk = _pick(e["moe"], moe_kind, ("fp8_block", "bf16"))
+    moe, moe1 = moe_fit(mt, model, False), moe_fit(mt, model, True)
     a, _ak = _pick(e["attention_decode"], "fp8" if kv_dtype in ("fp8", "nvfp4") else "bf16", ("bf16",))
     notes = []
     if gk != kind:
         notes.append(f"no {kind} GEMM figures for {gpu['id']}: {gk} used")
     if model.get("kind") == "moe" and mk != moe_kind:
         notes.append(f"no {moe_kind} MoE figures for {gpu['id']}: {mk} used")
+    if model.get("kind") == "moe" and moe.fit == "all":
+        notes.append(f"MoE expert shape {moe_shape(model)} not measured on {gpu['id']}: the fit over all shapes used")
     return Eff(
         gemm=_gemm(g),
         bf16=_gemm(lm),
-        moe_compute=m["compute"],
-        moe_bandwidth=m["bandwidth"],
-        moe_launch_s=m.get("launch_us", 0.0) * 1e-6,
+        moe=moe,
+        moe_ep1=moe1,
         attn_bandwidth=a["bandwidth"],
         attn_launch_s=a.get("launch_us", 0.0) * 1e-6,
         attn_prefill_short=e["attention_prefill"]["compute_short"],
@@ -201,7 +261,8 @@ def efficiencies(gpu: dict, model: dict, weights: str, kv_dtype: str) -> Eff:
         gdn_scan_compute=e["gdn"]["scan_compute"],
         allreduce_latency_s=e["allreduce"]["latency_us"] * 1e-6,
         allreduce_bus={int(k): v for k, v in e["allreduce"]["bus_gb_s"].items()},
-        all2all=e.get("all2all"),
+        allgather=e["allgather"],
+        reducescatter=e["reducescatter"],
         link_gb_s=float(e.get("link_gb_s") or 32),
         engine=catalog()["engine"],
         gemm_kind=gk,
@@ -218,14 +279,21 @@ def with_policy(eff: Eff, pol: dict) -> tuple[Eff, list[str]]:
     if c is not None:
         eff = replace(
             eff,
-            moe_compute=float(c),
+            moe=replace(eff.moe, compute=float(c)),
+            moe_ep1=replace(eff.moe_ep1, compute=float(c)),
             attn_prefill_short=float(c),
             attn_prefill_long=float(c),
             gdn_scan_compute=float(c),
         )
         why.append(f"policy prefill_mfu {c} replaces the measured compute efficiencies")
     if b is not None:
-        eff = replace(eff, moe_bandwidth=float(b), attn_bandwidth=float(b), gdn_state_bandwidth=float(b))
+        eff = replace(
+            eff,
+            moe=replace(eff.moe, bandwidth=float(b)),
+            moe_ep1=replace(eff.moe_ep1, bandwidth=float(b)),
+            attn_bandwidth=float(b),
+            gdn_state_bandwidth=float(b),
+        )
         why.append(f"policy decode_mbu {b} replaces the measured bandwidth efficiencies")
     if c is not None or b is not None:
         eff = replace(eff, gemm=eff.gemm.fixed(c, b), bf16=eff.bf16.fixed(c, b))

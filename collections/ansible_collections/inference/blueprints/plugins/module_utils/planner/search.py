@@ -301,6 +301,14 @@ class Sizer:
     dem: Demand
 
 
+def batch_slo(run: Run) -> float:
+    """TPOT (seconds) a full rank is sized for: the SLO less policy.latency_margin, the allowance for the latency
+    model's own error (its TPOT is within -11 .. +12.5 % of aiconfigurator's measured-kernel estimates at the
+    planner's choices on the oracle grid, docs/planner.md). max_num_seqs is the hard limit a rank reaches under a
+    burst, so it carries the margin; replicas are sized at the planned load against the SLO itself."""
+    return run.slo["tpot_p95_ms"] / 1000 * (1.0 - float(run.pol.get("latency_margin") or 0.0))
+
+
 def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     """An aggregated engine: batch from TPOT p95 (prefill chunks mixed in), replicas from TTFT p95 and the traffic."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
@@ -313,7 +321,7 @@ def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     em = lt.EngineModel(c, lay, eff, hw.topo())
     cap, limit = _batch_cap(run, mem, dem.work, "serve")
     slo_tpot, slo_ttft = run.slo["tpot_p95_ms"] / 1000, run.slo["ttft_p95_ms"] / 1000
-    b, full = lt.max_batch(lambda x: lt.aggregated(em, x, dem.work), slo_tpot, cap)
+    b, full = lt.max_batch(lambda x: lt.aggregated(em, x, dem.work), batch_slo(run), cap)
     if b == 0:
         cand.rejected = (
             f"TPOT p95 {_ms(full.tpot_p95)} ms even at one sequence per rank (SLO {run.slo['tpot_p95_ms']} ms)"
@@ -324,11 +332,14 @@ def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     cand.rejected = _headroom_rule(cand, c)
     if cand.rejected:
         return cand
-    ranks0 = _needed_ranks(dem, b, full.e2e)
+    # a floor on the ranks: the requests in flight if each took one lone sequence's E2E
+    ranks0 = _needed_ranks(dem, b, lt.aggregated(em, 1.0, dem.work, 1e-9).e2e)
 
     def ok(reps: int) -> bool:
-        p = _agg_at(em, dem, reps * lay.dp, b, full)
-        return p.stable and p.tpot_p95 <= slo_tpot and p.ttft_p95 <= slo_ttft
+        ranks = reps * lay.dp
+        p = _agg_at(em, dem, ranks, b, full)
+        inflight = dem.lam / ranks * p.e2e if dem.open else (dem.sessions or 0) / ranks
+        return p.stable and inflight <= dem.util * b and p.tpot_p95 <= slo_tpot and p.ttft_p95 <= slo_ttft
 
     hw_engines = max(1, hw.total // lay.world)
     reps = _smallest(ok, math.ceil(ranks0 / lay.dp - 1e-9), max(4 * hw_engines, 64))
@@ -449,8 +460,7 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
         return cand
     em = lt.EngineModel(c, lay, eff, hw.topo())
     cap, limit = _batch_cap(run, mem, dem.work, "decode")
-    slo_tpot = run.slo["tpot_p95_ms"] / 1000
-    b, full = lt.max_batch(lambda x: lt.decode_only(em, x, dem.work), slo_tpot, cap)
+    b, full = lt.max_batch(lambda x: lt.decode_only(em, x, dem.work), batch_slo(run), cap)
     if b == 0:
         cand.rejected = f"TPOT {_ms(full.tpot_p95)} ms even at one sequence (SLO {run.slo['tpot_p95_ms']} ms)"
         return cand
@@ -570,7 +580,3 @@ def first_fit_tp(c: EngineCtx, hw: Hardware) -> int:
         if valid_tp(c.model, tp)[0] and c.fits(tp, 1)[0]:
             return tp
     return 0
-
-
-def kv_gib(mem: dict) -> float:
-    return r(mem["kv_pool_bytes"] / GIB, 2)
