@@ -1,10 +1,11 @@
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Project-level callback: at the end of a run, list what inference.blueprints.k8s_apply did.
+"""Callback: at the end of a run, list what inference.blueprints.k8s_apply did.
 
-Enabled by the repository's ansible.cfg. The collection does not need it; it only makes
-`make demo` and site runs say, per cluster, which objects were created, configured,
-deleted or rendered (unchanged ones are counted, not listed).
+Part of the collection (not a project-level plugin) so that it loads wherever the collection
+does: ansible-runner, and so AAP, replace the project's callback_plugins path. The repository's
+ansible.cfg enables it; it makes site runs say, per cluster, which objects were created,
+configured, deleted or rendered (unchanged ones are counted, not listed).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from ansible.plugins.callback import CallbackBase
 
 DOCUMENTATION = r"""
 name: apply_summary
+author: inference.blueprints contributors
 type: aggregate
 short_description: Summarise the objects inference.blueprints.k8s_apply touched, per cluster
 description:
   - At the end of the playbook, prints per host (cluster) the objects created, configured, deleted
     or rendered by C(inference.blueprints.k8s_apply), and how many were unchanged.
 requirements:
-  - enabled in ansible.cfg (callbacks_enabled = apply_summary)
+  - enabled in ansible.cfg (callbacks_enabled = inference.blueprints.apply_summary)
 """
 
 _APPLY = {"inference.blueprints.k8s_apply", "k8s_apply"}
@@ -30,7 +32,7 @@ _APPLY = {"inference.blueprints.k8s_apply", "k8s_apply"}
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "apply_summary"
+    CALLBACK_NAME = "inference.blueprints.apply_summary"
     CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self):
