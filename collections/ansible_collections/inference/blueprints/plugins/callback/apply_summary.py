@@ -27,6 +27,7 @@ requirements:
 """
 
 _APPLY = {"inference.blueprints.k8s_apply", "k8s_apply"}
+_WRITERS = {f"{p}{n}" for p in ("inference.blueprints.", "") for n in ("render", "platform", "gitops")}
 
 
 class CallbackModule(CallbackBase):
@@ -38,14 +39,26 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self._seen = defaultdict(list)
+        self._files: list[str] = []
 
     def v2_runner_on_ok(self, result):
+        if result._task.action in _WRITERS:
+            # render/platform/gitops actions write files for clusters delivered by render or gitops
+            for f in result._result.get("files") or []:
+                self._files.append(f["path"] if isinstance(f, dict) else f)
+            return
         if result._task.action not in _APPLY:
             return
         for obj in result._result.get("objects", []) or []:
             self._seen[result._host.get_name()].append(obj)
 
     def v2_playbook_on_stats(self, stats):
+        if self._files:
+            import os
+
+            files = sorted(set(self._files))
+            self._display.banner("FILES (delivery render / gitops)")
+            self._display.display(f"{len(files)} files under {os.path.commonpath(files)}")
         if not self._seen:
             return
         self._display.banner("OBJECTS (inference.blueprints.k8s_apply)")
