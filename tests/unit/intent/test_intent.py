@@ -451,3 +451,22 @@ def test_no_rendered_object_carries_a_null(intents):
         for host, intent in hosts.items():
             for obj in objects_of(intent):
                 assert not list(_nulls(obj)), f"{site}/{host}: {obj['kind']} {obj['metadata']['name']}"
+
+
+def test_the_layout_annotation_says_what_the_plan_summary_says(intents):
+    """One wording of a pool (summary.pool_text): the object's annotation and the printed plan
+    agree on replicas, GPUs per replica, the pods a replica spans and autoscaling."""
+    from ansible_collections.inference.blueprints.plugins.module_utils.intent import summary
+
+    for site, by_host in intents.items():
+        for intent in by_host.values():
+            lines = summary.lines(intent)
+            for svc in by_kind(objects_of(intent), "LLMInferenceService"):
+                name = svc["metadata"]["name"]
+                layout = svc["metadata"]["annotations"]["inference.blueprints/layout"]
+                (line,) = [x for x in lines if x.startswith(f"{name} (") and "pools: " in x]
+                assert line.split("pools: ", 1)[1] == layout, (site, name)
+                plan = next(p["plan"] for p in intent["plans"] if p["model"]["name"] == name)
+                for role, pool in plan["pools"].items():
+                    if pool:
+                        assert f"{role} {pool['replicas']} x {pool['gpus_per_replica']} {pool['gpu']}" in layout

@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import engine, grid, monitoring, platform, quantity, scheduler
+from . import engine, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -269,6 +269,10 @@ class _Model:
             # data/dataLocal, 1 when one node holds every rank. The presets fill the worker pods.
             "worker": {} if dp_preset else None,
             "gpus_per_pod": gpus_per_pod,
+            "planned_replicas": int(pool.get("replicas") or 1),
+            "gpus_per_replica": gpus_per_replica,
+            "pods_per_replica": max(1, gpus_per_replica // gpus_per_pod),
+            "gpu": pool.get("gpu") or self.hardware["gpu"],
             "vllm_port": VLLM_DECODE_PORT if role == "decode" else VLLM_PORT,
         }
         if dp_preset:
@@ -305,8 +309,18 @@ class _Model:
         served = self.model.get("served_name") or self.model["id"]
         annotations = {
             "inference.blueprints/model-id": self.model["id"],
-            "inference.blueprints/layout": " ".join(
-                f"{w['role']}:{w['replicas'] if w['replicas'] is not None else 'auto'}x{w['gpus_per_pod']}gpu"
+            # the same words as the plan summary (summary.pool_text)
+            "inference.blueprints/layout": ", ".join(
+                summary.pool_text(
+                    w["role"],
+                    {
+                        "replicas": w["planned_replicas"],
+                        "gpus_per_replica": w["gpus_per_replica"],
+                        "gpu": w["gpu"],
+                        "pods_per_replica": w["pods_per_replica"],
+                        "autoscaled": w["replicas"] is None,
+                    },
+                )
                 for w in ([prefill] if prefill else []) + [main]
             ),
         }

@@ -7,22 +7,50 @@ from __future__ import annotations
 from ..planner import report as plan_report
 
 
-def _pools(plan: dict) -> str:
+def pool_text(role: str, pool: dict) -> str:
+    """One pool as the printout and the object annotation both say it: planned ``replicas`` x
+    ``gpus_per_replica`` ``gpu``, the pods a replica spans when more than one
+    (``pods_per_replica``), and whether an autoscaler moves it (``autoscaled``)."""
+    gpus, pods = int(pool["gpus_per_replica"]), int(pool.get("pods_per_replica") or 1)
+    text = f"{role} {pool['replicas']} x {gpus} {pool['gpu']}"
+    if pods > 1:
+        text += f" ({pods} pods of {gpus // pods})"
+    return text + (", autoscaled" if pool.get("autoscaled") else "")
+
+
+def _pools(plan: dict, served: dict | None = None) -> str:
+    workloads = {w["role"]: w for w in _workloads(served)}
     parts = []
     for role, pool in (plan.get("pools") or {}).items():
         if pool:
-            parts.append(f"{role} {pool['replicas']} x {pool['gpus_per_replica']} {pool['gpu']}")
+            w = workloads.get(role) or {}
+            parts.append(
+                pool_text(
+                    role,
+                    {
+                        **pool,
+                        "pods_per_replica": w.get("pods_per_replica", 1),
+                        "autoscaled": w.get("replicas", 0) is None,
+                    },
+                )
+            )
     return ", ".join(parts)
+
+
+def _workloads(served: dict | None) -> list[dict]:
+    return [w for w in ((served or {}).get("prefill"), (served or {}).get("main")) if w]
 
 
 def lines(intent: dict) -> list[str]:
     out = [f"{intent['host']}: blueprint {intent['site']['blueprint']}, delivery {intent['site']['delivery']}"]
+    served = {m["name"]: m for m in (intent.get("serving") or {}).get("models") or []}
     for entry in intent["plans"]:
         model, plan = entry["model"], entry["plan"]
         lay = plan["layout"]
+        pools = _pools(plan, served.get(model["name"]))
         out.append(
             f"{model['name']} ({model['id']}): TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} EP={lay['ep']} "
-            f"DCP={lay['dcp']} PCP={lay['pcp']}; disaggregated={plan['disaggregated']}; pools: {_pools(plan)}"
+            f"DCP={lay['dcp']} PCP={lay['pcp']}; disaggregated={plan['disaggregated']}; pools: {pools}"
         )
         spec = (plan.get("speculative") or {}).get("method", "off")
         conn = (plan.get("kv_connector") or {}).get("name", "none")
