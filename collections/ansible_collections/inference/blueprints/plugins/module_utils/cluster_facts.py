@@ -537,18 +537,7 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
 
     rdma = req.get("rdma")
     if rdma:
-        want_nodes = _int(rdma.get("nodes"), 1) if isinstance(rdma, dict) else 1
-        have_nodes = facts["rdma"]["gpu_nodes"] if facts["gpus"]["observable"] else facts["rdma"]["nodes"]
-        if have_nodes < want_nodes:
-            if not facts["gpus"]["observable"] and req.get("allow_unobserved_gpus") and facts["rdma"]["mellanox_nodes"]:
-                facts["warnings"].append("RDMA: Mellanox NICs found; RDMA not verifiable before the network operator")
-            else:
-                why = rdma.get("why", "interconnect rdma") if isinstance(rdma, dict) else "rdma"
-                unmet.append(
-                    f"RDMA: the plan uses RDMA ({why})"
-                    f" on {want_nodes} GPU node(s); {have_nodes} GPU node(s) show RDMA (NFD label rdma.capable, "
-                    f"{BLUEPRINT_RDMA_LABEL}, or an rdma/* / openshift.io/* device resource)"
-                )
+        unmet.extend(_rdma_gap(facts, req, rdma))
 
     single = req.get("single_node")
     if single is not None and facts.get("source") == "cluster" and bool(single) != bool(facts.get("single_node")):
@@ -561,6 +550,43 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
     if req.get("storage_class") and facts.get("source") == "cluster" and not facts["storage_classes"]:
         unmet.append("Storage: the plan stages models on a PVC but no StorageClass exists")
     return unmet
+
+
+def _rdma_gap(facts, req, rdma):
+    """The RDMA requirement, counted on the nodes of the GPUs the plan uses (RDMA NICs on other
+    GPU nodes do not carry this plan's KV): [] when met, else one line saying what is missing."""
+    want_nodes = _int(rdma.get("nodes"), 1) if isinstance(rdma, dict) else 1
+    planned = [need["gpu"] for need in req.get("gpus") or [] if _int(need.get("count")) > 0]
+    if not facts["gpus"]["observable"]:
+        if facts["rdma"]["nodes"] >= want_nodes:
+            return []
+        if req.get("allow_unobserved_gpus") and facts["rdma"]["mellanox_nodes"]:
+            facts["warnings"].append("RDMA: Mellanox NICs found; RDMA not verifiable before the network operator")
+            return []
+        pool, have_nodes = [], facts["rdma"]["nodes"]
+    else:
+        pool = [
+            n
+            for n in facts["nodes"]
+            if n["gpu"]["present"]
+            and (
+                not planned
+                or any(n["gpu"].get("catalog_id") == g or gpu_matches(g, n["gpu"]["product"]) for g in planned)
+            )
+        ]
+        have_nodes = len([n for n in pool if n["nic"]["rdma"]])
+        if have_nodes >= want_nodes:
+            return []
+    why = rdma.get("why", "interconnect rdma") if isinstance(rdma, dict) else "rdma"
+    which = f"{have_nodes} of {len(pool)} {'/'.join(planned)} node(s)" if pool else f"{have_nodes} GPU node(s)"
+    elsewhere = sorted({n["gpu"]["product"] or "unknown" for n in facts["nodes"] if n["nic"]["rdma"] and n not in pool})
+    return [
+        f"RDMA: the plan uses RDMA ({why}) on {want_nodes} GPU node(s); {which} show RDMA "
+        f"(NFD label rdma.capable, {BLUEPRINT_RDMA_LABEL}, or an rdma/* / openshift.io/* device resource)"
+        + (f"; the RDMA NICs are on other nodes ({', '.join(elsewhere)})" if elsewhere else "")
+        + "; valid: hardware.interconnect ethernet (or nvlink) when these GPUs have no RDMA NICs, or GPU nodes "
+        "with RDMA NICs for the plan"
+    ]
 
 
 # The APIs the serving stage needs and the platform component that installs them:

@@ -36,6 +36,7 @@ Private to the collection: the public interface is the modules.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -145,6 +146,15 @@ class ApiError(ClientError):
     def object_not_found(self, name):
         """404 for a missing object (not for a path the server does not serve at all)."""
         return self.status == 404 and self.reason == "NotFound" and self.details.get("name") == name
+
+
+class Unauthorized(ApiError):
+    """401: the API server does not accept the credentials; the message says whose and why."""
+
+    def __init__(self, method, path, status, body=b"", headers=None, why=""):
+        super().__init__(method, path, status, body, headers)
+        self.message = why or self.message
+        self.args = (self.message,)
 
 
 class KindNotServed(ClientError):
@@ -445,6 +455,45 @@ def _connection_key(params, env):
     return json.dumps(parts, default=str)
 
 
+def _named(params, key, env, inventory_name):
+    """Where a connection option came from, as the user set it: the inventory variable the
+    playbooks pass as the task option, or the environment variable."""
+    if params.get(key) is not None:
+        return inventory_name
+    return _ENV[key] if env.get(_ENV[key]) is not None else None
+
+
+def _contexts_of(path):
+    """The context names of one kubeconfig file (None when it cannot be read as one)."""
+    try:
+        import yaml  # lazy: PyYAML comes with ansible-core
+
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+        return [c.get("name") for c in (doc or {}).get("contexts") or [] if isinstance(c, dict)]
+    except Exception:  # noqa: BLE001 - the kubernetes loader reports unreadable files itself
+        return None
+
+
+def _check_kubeconfig(path, name, context, context_name):
+    """Clear errors, naming the variable, for a kubeconfig that is not there or lacks the context."""
+    if not os.path.exists(path):
+        raise ClientError(
+            f"{name}: {path} does not exist; valid: the path of this cluster's kubeconfig file "
+            "(k8s_kubeconfig in the cluster's host_vars, or K8S_AUTH_KUBECONFIG)"
+        )
+    names = _contexts_of(path)
+    if context and names is not None and context not in names:
+        import difflib
+
+        close = difflib.get_close_matches(context, names, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ClientError(
+            f"{context_name or 'context'}: {context!r} is not a context of {path}{hint}; "
+            f"valid: {', '.join(names) or '(the file has no contexts)'}"
+        )
+
+
 def load_configuration(params, env=None):
     """A ``kubernetes.client.Configuration`` for the connection options (task args, then K8S_AUTH_*)."""
     env = os.environ if env is None else env
@@ -452,24 +501,39 @@ def load_configuration(params, env=None):
     context = _param(params, "context", env)
     host = _param(params, "host", env)
     api_key = _param(params, "api_key", env)
+    kubeconfig_name = _named(params, "kubeconfig", env, "k8s_kubeconfig")
+    context_name = _named(params, "context", env, "k8s_context")
     configuration = k8s.Configuration()
+    source = ""
     try:
         if isinstance(kubeconfig, dict):
+            source = f"the {kubeconfig_name or 'kubeconfig'} mapping"
             k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration)
         elif kubeconfig:
             path = os.path.expanduser(str(kubeconfig))
-            if not os.path.exists(path):
-                raise ClientError(f"kubeconfig {path} does not exist")
+            source = f"{kubeconfig_name or 'kubeconfig'}={path}"
+            _check_kubeconfig(path, kubeconfig_name or "kubeconfig", context, context_name)
             k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
         elif host and api_key:
+            source = f"{_named(params, 'host', env, 'host') or 'host'}={host} with an API key"
             configuration.host = host
         elif env.get("KUBERNETES_SERVICE_HOST"):
+            source = "the in-cluster service account"
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
             default = env.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            name = "KUBECONFIG" if env.get("KUBECONFIG") else "the default kubeconfig"
+            source = f"{name}={default}"
+            if os.pathsep not in default:
+                _check_kubeconfig(
+                    default, f"{name} (neither k8s_kubeconfig nor K8S_AUTH_KUBECONFIG is set)", context, context_name
+                )
             k8s_config.load_kube_config(config_file=default, context=context, client_configuration=configuration)
     except (k8s_config.ConfigException, OSError) as exc:
-        raise ClientError(f"cannot load Kubernetes credentials: {exc}") from exc
+        raise ClientError(f"cannot load Kubernetes credentials from {source or 'the environment'}: {exc}") from exc
+    if context:
+        source += f", {context_name or 'context'}={context}"
+    configuration.inference_blueprints_source = source
     if host:
         configuration.host = host
     if api_key:
@@ -523,6 +587,8 @@ class Client:
         env = os.environ if env is None else env
         self.configuration = configuration
         self.server = configuration.host.rstrip("/")
+        # where the connection came from, for messages: "K8S_AUTH_KUBECONFIG=/path, k8s_context=admin"
+        self.source = getattr(configuration, "inference_blueprints_source", "") or "the connection options"
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
         self._http = k8s_rest.RESTClientObject(configuration).pool_manager
         self._trace_path = env.get(ENV_TRACE)
@@ -590,7 +656,11 @@ class Client:
                 )
             except urllib3.exceptions.HTTPError as exc:
                 self.trace(method=method, path=path, query=query and urlencode(query), status=0)
-                raise ClientError(f"cannot reach the Kubernetes API at {self.server}: {exc}") from exc
+                raise ClientError(
+                    f"cannot reach the API server {self.server} ({self.source}): {_reason(exc)}; "
+                    "valid: the address of a running API server that this host can reach, in the kubeconfig "
+                    "that k8s_kubeconfig / K8S_AUTH_KUBECONFIG and k8s_context name"
+                ) from exc
             self.trace(method=method, path=path, query=query and urlencode(query), status=resp.status)
             if 200 <= resp.status < 300:
                 if not resp.data:
@@ -600,6 +670,8 @@ class Client:
                 except ValueError:
                     return {"raw": resp.data.decode("utf-8", "replace")}
             resp_headers = dict(resp.headers)
+            if resp.status == 401:
+                raise Unauthorized(method, path, resp.status, resp.data, resp_headers, why=self._unauthorized())
             if retryable(resp.status, resp_headers) and attempt < MAX_RETRIES and spent < RETRY_BUDGET:
                 retry_after = next((v for k, v in resp_headers.items() if k.lower() == "retry-after"), None)
                 delay = retry_delay(attempt, retry_after)
@@ -608,6 +680,18 @@ class Client:
                 continue
             raise ApiError(method, path, resp.status, resp.data, resp_headers)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unauthorized(self):
+        """Why the API server answered 401, as far as the client can tell, and what would be valid."""
+        why = "they are not valid for this cluster (revoked, for another cluster, or mistyped)"
+        expired = _certificate_expiry(self.configuration.cert_file) or _token_expiry(self._auth_headers())
+        if expired:
+            why = f"{expired[0]} expired on {expired[1]}"
+        return (
+            f"the API server {self.server} answered 401 Unauthorized to the credentials of {self.source}: {why}; "
+            "valid: current credentials for this cluster (log in again, e.g. oc login, or renew the token or "
+            "client certificate, and point k8s_kubeconfig / K8S_AUTH_KUBECONFIG at them)"
+        )
 
     # -- discovery
     def resource(self, api_version, kind, refresh_after=None):
@@ -652,6 +736,54 @@ class Client:
                 return False
             raise
         return True
+
+
+def _reason(exc):
+    """The root cause of a connection failure in a few words ("[Errno 111] Connection refused")."""
+    text = str(getattr(exc, "reason", None) or exc)
+    found = re.findall(r"\[Errno -?\d+\] [^'\"()]+|certificate verify failed[^'\"()]*|timed out", text)
+    return found[-1].strip() if found else type(exc).__name__
+
+
+# datetime.UTC is Python 3.11+; modules may run on older Pythons on the target
+_UTC = datetime.timezone.utc  # noqa: UP017
+
+
+def _when(dt):
+    return dt.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _certificate_expiry(path):
+    """("its client certificate", when) when the client certificate has expired, else None."""
+    if not path:
+        return None
+    try:
+        from cryptography import x509  # lazy: ansible-core requires cryptography
+
+        with open(path, "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+        end = cert.not_valid_after_utc
+        if end < datetime.datetime.now(_UTC):
+            return ("its client certificate", _when(end))
+    except Exception:  # noqa: BLE001 - no verdict when the certificate cannot be read
+        return None
+    return None
+
+
+def _token_expiry(headers):
+    """("its bearer token", when) when the token is a JWT whose exp has passed, else None."""
+    import base64
+
+    auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+    parts = auth.split(" ", 1)[-1].split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        exp = datetime.datetime.fromtimestamp(int(payload["exp"]), _UTC)
+    except Exception:  # noqa: BLE001 - an opaque token (e.g. OpenShift's sha256~): no verdict
+        return None
+    return ("its bearer token", _when(exp)) if exp < datetime.datetime.now(_UTC) else None
 
 
 # ---------------------------------------------------------------------------- discovery
@@ -825,6 +957,7 @@ __all__ = [
     "HAS_KUBERNETES",
     "KUBERNETES_IMPORT_ERROR",
     "KindNotServed",
+    "Unauthorized",
     "Resource",
     "api_version_of",
     "explain",

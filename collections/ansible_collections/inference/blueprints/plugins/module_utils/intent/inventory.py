@@ -16,6 +16,7 @@ argument spec.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -61,6 +62,37 @@ def _artifact_uri(value: str) -> str | None:
     )
 
 
+# Component options that name an image a cluster pulls, as a full reference: pinned by digest, as
+# everything that reaches a cluster is (an empty value leaves the operator's own default, which its
+# bundle pins). Options named *_image(s) that are not full references (the GPU operator composes the
+# driver image from repository, name and version plus the node's OS) are listed apart;
+# tests/reliability/test_static.py checks that every *_image(s) option is one or the other.
+PINNED_IMAGE_OPTIONS = (
+    "nfd_operand_image",
+    "kv_cache_server_image",
+    "image_prewarm_images",
+    "image_prewarm_pause_image",
+    "image_prewarm_stage_image",
+)
+IMAGE_NAME_OPTIONS = ("gpu_operator_driver_image",)
+
+
+def _pinned_image(value) -> str | None:
+    if value in (None, "") or IMAGE_BY_DIGEST.match(str(value)):
+        return None
+    return (
+        f"{value!r} is not pinned by digest; valid: <registry>/<repository>@sha256:<64 hex digits> "
+        "(a tag can change under you; leave it empty for the operator's pinned default)"
+    )
+
+
+def _pinned(rule: Field) -> Field:
+    if rule.type == "list":
+        element = dataclasses.replace(rule.elements or Field("str"), check=_pinned_image)
+        return dataclasses.replace(rule, elements=element)
+    return dataclasses.replace(rule, check=_pinned_image)
+
+
 def _model_id(value: str) -> str | None:
     models = catalog.models()
     if value in models:
@@ -78,7 +110,9 @@ def _gpu_id(value: str) -> str | None:
 
 
 def _http_url(value: str) -> str | None:
-    return None if not value or re.match(r"^https?://[^/\s]+", value) else f"{value!r} is not an http(s) URL"
+    if not value or re.match(r"^https?://[^/\s]+", value):
+        return None
+    return f"{value!r} is not an http(s) URL; valid: https://<host>[:<port>][/<path>]"
 
 
 def _traffic_check(t: dict) -> str | None:
@@ -157,7 +191,7 @@ MODEL = Field(
             pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
             max_length=MODEL_NAME_MAX,
         ),
-        "id": Field("str", required=True, check=_model_id),
+        "id": Field("str", required=True, check=_model_id, doc="a model catalog id: " + ", ".join(catalog.models())),
         "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
         "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
         "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),
@@ -220,7 +254,7 @@ def _credential(value) -> str | None:
 TENANT = Field(
     "dict",
     options={
-        "name": Field("str", required=True, pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", max_length=50),
+        "name": Field("str", required=True, **{**dns_label(), "max_length": 50}),
         "tier": Field("str", required=True, doc="one of the site's tiers (gold, silver, bronze)"),
         "models": Field("list", required=True, elements=Field("str"), min_items=1, doc="models[].name it may use"),
         "tokens_per_minute": Field(
@@ -434,9 +468,8 @@ def _component_specs() -> dict[str, dict[str, Field]]:
             spec = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 or {}
         options = ((spec.get("argument_specs") or {}).get("main") or {}).get("options") or {}
         # a component's tunables are its `<role>_*` options; anything else in a spec is an internal input
-        out[role] = {
-            name: from_argument_spec(opt or {}) for name, opt in options.items() if name.startswith(role + "_")
-        }
+        fields = {name: from_argument_spec(opt or {}) for name, opt in options.items() if name.startswith(role + "_")}
+        out[role] = {name: _pinned(f) if name in PINNED_IMAGE_OPTIONS else f for name, f in fields.items()}
     return out
 
 

@@ -172,6 +172,10 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
         raise SchemaError(
             [("escalation.endpoint", "required when escalation.enabled is true (an https:// URL)")], where
         )
+    # which SLO keys of each model the inventory itself sets (the site's slo or the model's, not the
+    # blueprint's default): an SLO the user wrote that no layout meets is bad input (_unreachable_slo)
+    inventory_slo = _given(hostvars.get("slo")) if isinstance(hostvars.get("slo"), dict) else {}
+    site["slo_given"] = [sorted({*inventory_slo, *_given(m.get("slo"))}) for m in site["models"]]
     for model in site["models"]:
         model["policy"] = {**blueprint["policy"], **(model.get("policy") or {})}
         slo = {**_given(site.get("slo")), **_given(model.get("slo"))}
@@ -245,6 +249,38 @@ def _field_path(field: str, index: int, model: dict | None = None) -> str:
     return f"models[{index}].{field}"
 
 
+def _unreachable_slo(site: dict, model: dict, index: int, result: dict) -> tuple[str, str] | None:
+    """An SLO no layout of the hardware meets even for one request at a time is bad input, not a
+    plan warning: ``(path, message)``. A miss that only the load causes (too few GPUs for the
+    traffic) is left to the plan's warning and preflight's GPU count."""
+    slo = model.get("slo") or {}
+    if (result.get("latency") or {}).get("meets_slo") is not False or not slo:
+        return None
+    inp = planner_inputs(site, model)
+    inp["traffic"] = {**(result.get("traffic") or inp.get("traffic") or {}), "concurrent_sessions": 1}
+    inp["traffic"]["arrival_rate_rps"] = 0.01
+    try:
+        alone = _cached_plan(inp)
+    except PlanError:
+        return None
+    if (alone.get("latency") or {}).get("meets_slo") is not False:
+        return None
+    closest = next((w for w in alone.get("warnings") or [] if "comes closest" in w), "")
+    closest = closest.split(": ", 1)[-1] if closest else "no layout reaches it"
+    key = next((k for k, tag in (("ttft_p95_ms", "(TTFT"), ("tpot_p95_ms", "(TPOT")) if tag in closest), None)
+    given = (site.get("slo_given") or [])[index] if index < len(site.get("slo_given") or []) else []
+    if not (key in given if key else given):
+        return None  # the blueprint's default SLO: the plan's warning says it is missed
+    where = f"{int(inp.get('nodes') or 1) * int(inp.get('gpus_per_node') or 1)} x {inp.get('gpu')}"
+    path = f"models[{index}].slo" + (f".{key}" if key else "")
+    shown = f"{slo[key]:g} ms" if key and isinstance(slo.get(key), (int, float)) else str(slo)
+    return (
+        path,
+        f"{shown} cannot be met by any layout on {where}, even for one request at a time: {closest}; "
+        f"valid: a {key or 'SLO'} above what that layout reaches (or faster GPUs)",
+    )
+
+
 def plan_models(site: dict) -> list[dict]:
     """``[{model, plan}]`` for every model of the site. Identical inputs are planned once per process."""
     out, errors = [], []
@@ -253,6 +289,10 @@ def plan_models(site: dict) -> list[dict]:
             result = _cached_plan(planner_inputs(site, model))
         except PlanError as e:
             errors.append((_field_path(e.field, i, model), e.message))
+            continue
+        unreachable = _unreachable_slo(site, model, i, result)
+        if unreachable:
+            errors.append(unreachable)
             continue
         out.append({"model": model, "plan": copy.deepcopy(result)})
     if errors:
