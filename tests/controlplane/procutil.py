@@ -64,3 +64,62 @@ def die_with_parent() -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+# ---------------------------------------------------------------------- process groups
+# PR_SET_PDEATHSIG reaches one process; a run such as ansible-playbook forks workers of its own,
+# which would outlive it. Process groups the tests start are therefore also handed to a reaper: a
+# small process in its own session that holds the read end of a pipe only this process writes.
+# When this process ends in any way (SIGKILL included) the pipe closes and the reaper SIGKILLs
+# every group still registered, then exits.
+_REAPER_CODE = r"""
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    line = line.strip()
+    if line[:1] == "+":
+        groups.add(int(line[1:]))
+    elif line[:1] == "-":
+        groups.discard(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+_reaper: dict = {}
+
+
+def _reaper_pipe():
+    import subprocess
+    import sys
+
+    proc = _reaper.get("proc")
+    if proc is None or proc.poll() is not None or _reaper.get("pid") != os.getpid():
+        proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-c", _REAPER_CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # a signal to our process group must not take it first
+        )
+        _reaper.update(proc=proc, pid=os.getpid())
+    return proc.stdin
+
+
+def track_group(pgid: int) -> None:
+    """SIGKILL process group ``pgid`` when this process ends, however it ends (see above)."""
+    pipe = _reaper_pipe()
+    pipe.write(f"+{pgid}\n")
+    pipe.flush()
+
+
+def untrack_group(pgid: int) -> None:
+    """The group ended or was stopped: the reaper forgets it."""
+    proc = _reaper.get("proc")
+    if proc is None or proc.poll() is not None or _reaper.get("pid") != os.getpid():
+        return
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.write(f"-{pgid}\n")
+        proc.stdin.flush()

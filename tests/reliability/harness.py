@@ -1,0 +1,368 @@
+"""Machinery the reliability catalogue shares (tests/reliability, docs/reliability.md).
+
+* :func:`ansible_playbook` runs a real playbook as a user would (``ansible-playbook`` with the
+  repository's ansible.cfg), in its own process group that dies with the test (even on
+  SIGKILL of the test process), and returns its exit code and combined output.
+* :class:`Census` counts every object the API server holds: every listable resource that
+  discovery reports, listed (``limit=1`` and ``remainingItemCount``), nothing assumed.
+* :func:`read_table` reads a Markdown table of docs/reliability.md: the docs are the catalogue.
+* :func:`apply_edit` makes one careless edit to a copy of an example inventory (the edit
+  language is documented in docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "reliability.md"
+PLAYBOOKS = ROOT / "playbooks"
+INVENTORIES = ROOT / "inventories"
+VENV_BIN = Path(sys.executable).parent
+
+sys.path.insert(0, str(ROOT / "tests"))
+from controlplane import procutil  # noqa: E402
+from simulator.kube import request  # noqa: E402
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by=inference-blueprints"
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s+File \".*\", line \d+", re.M)
+
+
+# ---------------------------------------------------------------------------- playbooks
+def ansible_env(kubeconfig: str | os.PathLike | None = None, **extra: str) -> dict[str, str]:
+    """The environment of ``make``'s Ansible runs (Makefile exports), with one cluster's kubeconfig."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("K8S_AUTH_", "ANSIBLE_", "KUBECONFIG", "PYTEST_", "INFERENCE_BLUEPRINTS_K8S"))
+    }
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PYTHONUNBUFFERED="1",
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    if kubeconfig:
+        env["K8S_AUTH_KUBECONFIG"] = str(kubeconfig)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@dataclass
+class Result:
+    rc: int
+    output: str
+    seconds: float
+    killed: bool = False
+    tasks: list[str] = field(default_factory=list)  # task banners in the order they started
+
+    def error_text(self) -> str:
+        """The part of the output that reports the failure (from the first error or fatal line)."""
+        starts = [m.start() for m in re.finditer(r"^\[ERROR\]|^fatal:|^ERROR!", self.output, re.M)]
+        return self.output[min(starts) :] if starts else ""
+
+
+def _child_setup() -> None:
+    os.setpgid(0, 0)  # its own process group: a kill reaches Ansible's workers too
+
+
+def ansible_playbook(  # noqa: PLR0913 - the options of one ansible-playbook command line
+    playbook: str | os.PathLike,
+    inventory: str | os.PathLike,
+    *,
+    env: dict[str, str],
+    extravars: list[str] | None = None,
+    verbosity: int = 0,
+    timeout: float = 900,
+    kill_at_task: int | None = None,
+    kill_delay: float = 0.0,
+    args: list[str] | None = None,
+) -> Result:
+    """Run ``ansible-playbook`` to its end, or SIGKILL its whole process group once the
+    ``kill_at_task``-th task (1-based) has started and ``kill_delay`` seconds passed."""
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    for ev in extravars or []:
+        cmd += ["-e", ev]
+    if verbosity:
+        cmd.append("-" + "v" * verbosity)
+    cmd += args or []
+    deathsig = procutil.die_with_parent()
+
+    def preexec() -> None:
+        _child_setup()
+        deathsig()
+
+    t0 = time.monotonic()
+    proc = subprocess.Popen(  # noqa: S603 - our own venv's ansible-playbook
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        preexec_fn=preexec,  # noqa: PLW1509 - setpgid and prctl only
+    )
+    procutil.track_group(proc.pid)
+    lines: list[str] = []
+    tasks: list[str] = []
+    killed = threading.Event()
+    timer: list[threading.Timer] = []
+
+    def kill() -> None:
+        killed.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(timeout, kill)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.startswith("TASK ["):
+                tasks.append(line.strip())
+                if kill_at_task is not None and len(tasks) == kill_at_task and not timer:
+                    t = threading.Timer(kill_delay, kill)
+                    t.daemon = True
+                    t.start()
+                    timer.append(t)
+        rc = proc.wait()
+    finally:
+        watchdog.cancel()
+        for t in timer:
+            t.cancel()
+        if proc.poll() is None:
+            kill()
+            proc.wait()
+        # whatever the run left in its group (workers of a killed run) goes with it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        procutil.untrack_group(proc.pid)
+    return Result(rc, "".join(lines), time.monotonic() - t0, killed.is_set(), tasks)
+
+
+# ---------------------------------------------------------------------------- the API server's objects
+class Census:
+    """Every object the API server holds, by resource (discovery: every listable resource)."""
+
+    def __init__(self, api_client):
+        self.api = api_client
+        self._resources: list[tuple[str, str, bool]] | None = None
+
+    def resources(self, refresh: bool = False) -> list[tuple[str, str, bool]]:
+        """(group/version path, plural, namespaced) of every listable resource, preferred versions."""
+        if self._resources is not None and not refresh:
+            return self._resources
+        out = []
+        core = request(self.api, "GET", "/api/v1")
+        out += [("/api/v1", r["name"], r["namespaced"]) for r in core["resources"] if self._listable(r)]
+        for group in request(self.api, "GET", "/apis")["groups"]:
+            gv = group["preferredVersion"]["groupVersion"]
+            try:
+                doc = request(self.api, "GET", f"/apis/{gv}")
+            except Exception:  # noqa: BLE001 - an aggregated API that is down lists nothing
+                continue
+            out += [(f"/apis/{gv}", r["name"], r["namespaced"]) for r in doc["resources"] if self._listable(r)]
+        self._resources = out
+        return out
+
+    @staticmethod
+    def _listable(r: dict) -> bool:
+        return "/" not in r["name"] and "list" in r.get("verbs", [])
+
+    def _count_one(self, res: tuple[str, str, bool], selector: str | None) -> int:
+        base, plural, _ = res
+        query = [("limit", "1")] + ([("labelSelector", selector)] if selector else [])
+        try:
+            doc = request(self.api, "GET", f"{base}/{plural}", query=query)
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) in (404, 405, 503):
+                return 0
+            raise
+        meta = doc.get("metadata") or {}
+        return len(doc.get("items") or []) + int(meta.get("remainingItemCount") or 0)
+
+    def count(self, selector: str | None = None) -> dict[str, int]:
+        """Objects per resource (``plural.group``), every listable resource counted."""
+        resources = self.resources(refresh=True)
+        with ThreadPoolExecutor(8) as ex:
+            counts = list(ex.map(lambda r: self._count_one(r, selector), resources))
+        out: dict[str, int] = {}
+        for (base, plural, _), n in zip(resources, counts, strict=True):
+            group = base.split("/")[2] if base.startswith("/apis/") else ""
+            key = f"{plural}.{group}" if group else plural
+            out[key] = out.get(key, 0) + n
+        return out
+
+    def total(self, selector: str | None = None) -> int:
+        return sum(self.count(selector).values())
+
+    def objects(self, selector: str) -> list[dict]:
+        """Every object carrying the label selector, any resource (metadata and the object itself)."""
+        found = []
+        for base, plural, _ in self.resources(refresh=True):
+            try:
+                doc = request(self.api, "GET", f"{base}/{plural}", query=[("labelSelector", selector)])
+            except Exception as e:  # noqa: BLE001
+                if getattr(e, "status", None) in (404, 405, 503):
+                    continue
+                raise
+            for item in doc.get("items") or []:
+                item.setdefault("kind", plural)
+                found.append(item)
+        return found
+
+
+def quiet_total(census: Census, settle: float = 2.0, timeout: float = 120.0) -> int:
+    """The object count once it has not moved for ``settle`` seconds (controllers finishing)."""
+    end = time.monotonic() + timeout
+    last, since = census.total(), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        now = census.total()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return now
+    return last
+
+
+# ---------------------------------------------------------------------------- the catalogue in the docs
+def read_table(heading: str, path: Path = DOC) -> list[dict[str, str]]:
+    """Rows of the first Markdown table after the heading ``heading`` (cells stripped, backticks off)."""
+    text = path.read_text(encoding="utf-8")
+    m = re.search(rf"^#+\s+{re.escape(heading)}\s*$", text, re.M)
+    if not m:
+        raise AssertionError(f"{path}: no heading {heading!r}")
+    lines = text[m.end() :].splitlines()
+    rows, header = [], None
+    for line in lines:
+        s = line.strip()
+        if not s.startswith("|"):
+            if header is not None and rows:
+                break
+            if s.startswith("#"):
+                break
+            continue
+        cells = [c.strip() for c in s.strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if all(set(c) <= set("-: ") for c in cells):
+            continue
+        rows.append({h: _unquote(c) for h, c in zip(header, cells, strict=True)})
+    if not rows:
+        raise AssertionError(f"{path}: the table under {heading!r} is empty")
+    return rows
+
+
+def _unquote(cell: str) -> str:
+    cell = cell.strip()
+    if cell.startswith("`") and cell.endswith("`") and cell.count("`") == 2:
+        return cell[1:-1]
+    return cell.replace("\\|", "|")
+
+
+# ---------------------------------------------------------------------------- careless edits
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _steps(path: str) -> list:
+    out = []
+    for name, index in _STEP.findall(path):
+        out.append(int(index) if index else name)
+    return out
+
+
+def _parent(doc, path: str):
+    steps = _steps(path)
+    cur = doc
+    for s in steps[:-1]:
+        cur = cur[s]
+    return cur, steps[-1]
+
+
+def site_file(inventory: Path) -> Path:
+    """The inventory file that names the blueprint (where a user edits the site)."""
+    for p in sorted(inventory.glob("group_vars/**/*.yml")):
+        doc = yaml.safe_load(p.read_text()) or {}
+        if isinstance(doc, dict) and "blueprint" in doc:
+            return p
+    raise AssertionError(f"{inventory}: no group_vars file sets blueprint")
+
+
+def copy_inventory(site: str, dest: Path) -> Path:
+    target = dest / site
+    shutil.copytree(INVENTORIES / site, target)
+    return target
+
+
+def apply_edit(inventory: Path, edit: str) -> None:
+    """Apply one edit of the catalogue's edit language (docs/reliability.md, "Edits") to an inventory copy.
+
+    ``[FILE:] set PATH = YAML`` | ``[FILE:] rename PATH -> KEY`` | ``[FILE:] del PATH`` |
+    ``[FILE:] append PATH = YAML`` | ``[FILE:] text 'OLD' => 'NEW'``. FILE is relative to the
+    inventory (default: the file that names the blueprint); ``@PATH`` as a value copies a value
+    of the same file."""
+    m = re.match(r"^(?:(?P<file>[\w./-]+\.yml):\s*)?(?P<verb>set|rename|del|append|text)\s+(?P<rest>.*)$", edit)
+    if not m:
+        raise AssertionError(f"edit not understood: {edit!r}")
+    target = inventory / m["file"] if m["file"] else site_file(inventory)
+    verb, rest = m["verb"], m["rest"]
+    if verb == "text":
+        tm = re.match(r"^'(?P<old>.*?)'\s*=>\s*'(?P<new>.*)'$", rest)
+        if not tm:
+            raise AssertionError(f"text edit not understood: {edit!r}")
+        old = tm["old"].encode().decode("unicode_escape")
+        new = tm["new"].encode().decode("unicode_escape")
+        text = target.read_text() if target.exists() else ""
+        if old not in text:
+            raise AssertionError(f"{target}: {old!r} not found for edit {edit!r}")
+        target.write_text(text.replace(old, new, 1))
+        return
+    doc = (yaml.safe_load(target.read_text()) if target.exists() else None) or {}
+
+    def value_of(raw: str):
+        raw = raw.strip()
+        if raw.startswith("@"):
+            parent, key = _parent(doc, raw[1:])
+            return yaml.safe_load(yaml.safe_dump(parent[key]))
+        return yaml.safe_load(raw)
+
+    if verb == "set":
+        path, _, raw = rest.partition("=")
+        parent, key = _parent(doc, path.strip())
+        parent[key] = value_of(raw)
+    elif verb == "append":
+        path, _, raw = rest.partition("=")
+        parent, key = _parent(doc, path.strip())
+        parent[key].append(value_of(raw))
+    elif verb == "del":
+        parent, key = _parent(doc, rest.strip())
+        del parent[key]
+    elif verb == "rename":
+        path, _, new = rest.partition("->")
+        parent, key = _parent(doc, path.strip())
+        items = list(parent.items())
+        parent.clear()
+        for k, v in items:
+            parent[new.strip() if k == key else k] = v
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("---\n" + yaml.safe_dump(doc, sort_keys=False, width=200))
