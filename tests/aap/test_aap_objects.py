@@ -39,7 +39,7 @@ PENDING_PLAYBOOKS = {"playbooks/canary.yml": "the canary stage is being written 
 
 SURVEY_TYPES = {  # survey type -> the product types its answer can feed
     "text": {"str", "path", "raw"},
-    "textarea": {"str", "path", "raw"},
+    "textarea": {"str", "path", "raw", "dict", "list"},  # the site schema parses YAML text for structures
     "password": {"str", "raw"},
     "integer": {"int", "float", "raw"},
     "float": {"float", "raw"},
@@ -356,3 +356,22 @@ def test_defaults_of_playbook_variables_match_the_survey_defaults():
             where, fld = _field_for(t, q["variable"])
             if where.startswith("variable of") and q.get("default") is not None and fld.default is not MISSING:
                 assert str(q["default"]).lower() == str(fld.default).lower(), (t["name"], q["variable"])
+
+
+def test_the_models_question_takes_models_traffic_and_slos_as_yaml_text():
+    """A textarea answer (a string) is what AAP sends; the site schema reads it as YAML and names the
+    line of a syntax error."""
+    template = TEMPLATES["inference-blueprints serving"]
+    (question,) = [q for q in template["survey_spec"]["spec"] if q["variable"] == "models"]
+    _, fld = _field_for(template, "models")
+    answer = (
+        "- name: qwen-chat\n  id: Qwen3.5-35B-A3B\n"
+        "  slo: {ttft_p95_ms: 800, tpot_p95_ms: 40}\n  traffic: {concurrent_sessions: 2000}\n"
+    )
+    assert not awx.survey_errors(question, {"models": answer})
+    v = Validator()
+    models = v.run(answer, fld, "models")
+    assert not v.errors and models[0]["slo"]["ttft_p95_ms"] == 800
+    v = Validator()
+    v.run("- name: qwen-chat\n  id: [Qwen", fld, "models")
+    assert v.errors and v.errors[0][0] == "models" and "line 2" in v.errors[0][1], v.errors

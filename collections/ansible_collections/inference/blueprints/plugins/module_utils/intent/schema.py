@@ -150,6 +150,11 @@ class Validator:
             except (TypeError, ValueError):
                 self.fail(path, f"must be a number, got {shown}")
                 return MISSING
+        if t in ("dict", "list") and isinstance(value, str):
+            # YAML text, as an AAP survey (text or textarea) or a string -e gives a structure
+            value = self._yaml_text(value, rule, path)
+            if value is MISSING:
+                return MISSING
         if t == "dict":
             if not isinstance(value, dict):
                 self.fail(path, f"must be a mapping, got {type(value).__name__} {shown}")
@@ -161,6 +166,23 @@ class Validator:
                 return MISSING
             return list(value)
         return value
+
+    def _yaml_text(self, text: str, rule: Field, path: str) -> Any:
+        import yaml  # lazy: module_utils that only validate need no YAML parser at import
+
+        want = "a mapping" if rule.type == "dict" else "a list"
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            self.fail(path, f"must be {want}; the text given is not valid YAML{where}: {problem}")
+            return MISSING
+        if parsed is None:
+            self.fail(path, f"must be {want}, got empty text")
+            return MISSING
+        return parsed
 
     def _scalar_rules(self, value: Any, rule: Field, path: str) -> bool:  # noqa: PLR0911
         shown = self._show(value, rule)
