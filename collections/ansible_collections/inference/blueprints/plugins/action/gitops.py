@@ -5,7 +5,6 @@ clusters whose delivery is gitops, in one task."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -14,20 +13,16 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 ARGUMENT_SPEC = {"hosts": {"type": "list", "elements": "str"}}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(intents_mod.IntentAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._args()
         task_vars = task_vars or {}
-        hosts = args["hosts"] or [task_vars["inventory_hostname"]]
         try:
-            intents = intents_mod.get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
+            intents = self._intents(task_vars, self._hosts(args, task_vars))
             sites: dict[str, dict] = {}
             for host, intent in intents.items():
                 if intent["site"]["delivery"] == "gitops":
@@ -36,8 +31,7 @@ class ActionModule(ActionBase):
             for root, members in sorted(sites.items()):
                 files += gitops_mod.write(root, gitops_mod.site_tree(members), bool(self._task.check_mode))
         except SchemaError as e:
-            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
-            return result
+            return self._schema_failure(result, e)
         except render_mod.RenderError as e:
             result.update(failed=True, msg=f"inference.blueprints.gitops: {e}")
             return result

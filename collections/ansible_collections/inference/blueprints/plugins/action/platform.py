@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts as facts_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
@@ -30,21 +29,13 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def _intents(self, task_vars: dict, hosts) -> dict:
-        """{host: intent}: the site_intents fact where a host has one, else computed here (a fleet that
-        renders carries no intent facts; plugin_utils/intents.py)."""
-        return intents_mod.get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
+class ActionModule(intents_mod.IntentAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_one_of=[["bind", "phase"]])[1]
+        args = self._args(required_one_of=[["bind", "phase"]])
         task_vars = task_vars or {}
         me = task_vars["inventory_hostname"]
         check = bool(self._task.check_mode)

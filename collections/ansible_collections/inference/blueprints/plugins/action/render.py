@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
@@ -22,28 +21,20 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(intents_mod.IntentAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(
-            argument_spec=ARGUMENT_SPEC,
-            required_one_of=[["stage", "components"]],
-            mutually_exclusive=[["stage", "components"]],
-        )
+        args = self._args(required_one_of=[["stage", "components"]], mutually_exclusive=[["stage", "components"]])
         task_vars = task_vars or {}
-        hosts = args["hosts"] or [task_vars["inventory_hostname"]]
+        hosts = self._hosts(args, task_vars)
         per_host, changed, files, apply_hosts = {}, False, [], []
         try:
-            intents = intents_mod.get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
+            intents = self._intents(task_vars, hosts)
         except SchemaError as e:
-            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
-            return result
+            return self._schema_failure(result, e)
         try:
             for host in hosts:
                 intent = intents[host]

@@ -5,7 +5,6 @@ of one or many clusters on the controller, from the hosts' inventory variables."
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -18,25 +17,21 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(intents_mod.IntentAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._args()
         task_vars = task_vars or {}
-        hosts = args["hosts"] or [task_vars["inventory_hostname"]]
+        hosts = self._hosts(args, task_vars)
         try:
             intents = intents_mod.compute(
                 task_vars, hosts, args["blueprints_dir"], variable_manager=self._task.get_variable_manager()
             )
         except SchemaError as e:
-            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
-            return result
+            return self._schema_failure(result, e)
         result["changed"] = False
         if args["set_facts"]:
             result["ansible_facts"] = {"site_intents": intents}

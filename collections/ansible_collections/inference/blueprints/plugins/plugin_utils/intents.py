@@ -14,6 +14,7 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
 
@@ -101,3 +102,31 @@ def get(task_vars: dict, hosts, variable_manager=None) -> dict[str, dict]:
     if missing:
         out.update(compute(task_vars, missing, variable_manager=variable_manager))
     return out
+
+
+class IntentAction(ActionBase):
+    """Base of the actions that work from deployment intents: they run on the controller only,
+    need no connection, are check-mode safe, take ``hosts`` (default: the task's host) and turn a
+    SchemaError into a failed result that lists every problem by path."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+    ARGUMENT_SPEC: dict = {}
+
+    def _args(self, **rules) -> dict:
+        return self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC, **rules)[1]
+
+    @staticmethod
+    def _hosts(args: dict, task_vars: dict) -> list[str]:
+        return args.get("hosts") or [task_vars["inventory_hostname"]]
+
+    def _intents(self, task_vars: dict, hosts) -> dict[str, dict]:
+        """{host: intent}: the site_intents fact where a host has one, else computed here."""
+        return get(task_vars, hosts, variable_manager=self._task.get_variable_manager())
+
+    @staticmethod
+    def _schema_failure(result: dict, error) -> dict:
+        result.update(failed=True, msg=str(error), errors=[{"path": p, "msg": m} for p, m in error.errors])
+        return result
