@@ -49,6 +49,52 @@ class Plane:
     def server(self) -> str:
         return yaml.safe_load(Path(self.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
 
+    @property
+    def ca_file(self) -> str:
+        return str(self.workdir / "pki" / "ca.crt")
+
+    def call(self, method: str, path: str, body=None, content_type: str | None = None):
+        from simulator.kube import request
+
+        return request(self.census.api, method, path, body=body, content_type=content_type, timeout=60)
+
+    def ensure(self, obj: dict) -> None:
+        """Server-side apply of one object as the test's own field manager (admin)."""
+        from tests.reliability.harness import object_path
+
+        self.call(
+            "PATCH",
+            object_path(obj) + "?fieldManager=reliability-test&force=true",
+            obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        """A ServiceAccount (created when missing) and a TokenRequest token for it: no rights
+        beyond what RBAC bindings give it."""
+        self.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        self.ensure({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+        tr = self.call(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+        )
+        return tr["status"]["token"]
+
+    def token_kubeconfig(self, token: str, path: Path, user: str = "token-user") -> str:
+        cluster = yaml.safe_load(Path(self.kubeconfig).read_text())["clusters"][0]["cluster"]
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kcp", "cluster": cluster}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "kcp", "context": {"cluster": "kcp", "user": user}}],
+            "current-context": "kcp",
+        }
+        path.write_text(yaml.safe_dump(doc))
+        path.chmod(0o600)
+        return str(path)
+
 
 @pytest.fixture(scope="package")
 def plane():

@@ -230,6 +230,27 @@ class Census:
         return found
 
 
+def object_path(obj: dict) -> str:
+    """The REST path of one object of a built-in or well-known kind (Namespace, ServiceAccount,
+    Secret, RBAC kinds) for the tests' own set-up writes."""
+    plurals = {
+        "Namespace": "namespaces",
+        "ServiceAccount": "serviceaccounts",
+        "Secret": "secrets",
+        "ConfigMap": "configmaps",
+        "ClusterRole": "clusterroles",
+        "ClusterRoleBinding": "clusterrolebindings",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    }
+    api = obj["apiVersion"]
+    base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
+    meta = obj["metadata"]
+    ns = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
+    return f"{base}{ns}/{plurals[obj['kind']]}/{meta['name']}"
+
+
 def quiet_total(census: Census, settle: float = 2.0, timeout: float = 120.0) -> int:
     """The object count once it has not moved for ``settle`` seconds (controllers finishing)."""
     end = time.monotonic() + timeout
