@@ -111,7 +111,7 @@ class ActionModule(ActionBase):
             facts = bench.engine_facts(m["runs"][0]["endpoints"][0])
             stats = {r["pool"]: r for r in m["runs"]}
             requests = sum(r["completed"] for r in m["runs"])
-            origin = {"version": facts["version"], "source": f"verify run {site}, {requests} requests"}
+            origin = {**facts, "source": f"verify run {site}, {requests} requests"}
             entries = calib.entries(served["model_id"], plan, slo_spec.pools_of(served), stats, origin)
             new += entries
             if facts["kv_blocks"] is not None:

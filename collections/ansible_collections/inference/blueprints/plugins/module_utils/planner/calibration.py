@@ -28,6 +28,7 @@ FIELDS = (
     "decode_tokens_per_s_per_seq",
     "batch",
     "context_tokens",
+    "kv_blocks",  # the engine's KV blocks (vLLM's num_gpu_blocks) where measured: recorded, not used yet
     "measured_at",
     "source",
 )
@@ -68,6 +69,8 @@ def _entry(i: int, e) -> dict:
         )
         out["batch"] = _num(f"{where}.batch", e.get("batch", 1), True)
         out["context_tokens"] = _num(f"{where}.context_tokens", e.get("context_tokens", 1024), True)
+    if e.get("kv_blocks") is not None:
+        out["kv_blocks"] = _num(f"{where}.kv_blocks", e["kv_blocks"], True)
     return out
 
 

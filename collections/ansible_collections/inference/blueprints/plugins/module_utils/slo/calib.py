@@ -36,7 +36,7 @@ def _minor(v) -> str:
 
 def entries(model_id: str, plan: dict, pools: dict, stats_by_pool: dict, origin: dict) -> list[dict]:
     """Calibration entries of one model: one per pool hardware that measured a figure. ``origin``: the engine
-    version the endpoint reported (or None) and the source text."""
+    version and KV blocks the endpoint reported (or None) and the source text."""
     engine_version, source = origin.get("version"), origin["source"]
     from . import analyze
 
@@ -72,6 +72,8 @@ def entries(model_id: str, plan: dict, pools: dict, stats_by_pool: dict, origin:
             },
         )
         entry.update(figures)
+        if origin.get("kv_blocks") is not None:
+            entry["kv_blocks"] = int(origin["kv_blocks"])
         entry["measured_at"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         entry["source"] = source + (
             "" if engine_version else " (engine version: the plan's, the endpoint has no /version)"
