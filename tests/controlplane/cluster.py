@@ -233,9 +233,7 @@ class ControlPlane:
         from simulator import Simulator
 
         # With the real KServe controller, LLMInferenceService status is KServe's to write.
-        self.simulator = Simulator(
-            self.new_api_client(), delay=self.sim_delay
-        ).start()
+        self.simulator = Simulator(self.new_api_client(), delay=self.sim_delay).start()
 
     def stop(self) -> None:
         if self.simulator:
