@@ -33,10 +33,6 @@ CONFIG = awx.load_config()
 TEMPLATES = awx.by_name(CONFIG, "controller_templates")
 WORKFLOWS = awx.by_name(CONFIG, "controller_workflows")
 
-# Job templates whose playbook another change adds (name -> why). The test fails when one of
-# these exists (take it off the list) or when any other template's playbook is missing.
-PENDING_PLAYBOOKS = {"playbooks/canary.yml": "the canary stage is being written in parallel (issue 14 brief)"}
-
 SURVEY_TYPES = {  # survey type -> the product types its answer can feed
     "text": {"str", "path", "raw"},
     "textarea": {"str", "path", "raw", "dict", "list"},  # the site schema parses YAML text for structures
@@ -48,11 +44,9 @@ SURVEY_TYPES = {  # survey type -> the product types its answer can feed
 }
 
 
-def test_every_job_template_playbook_exists_except_the_pending_ones():
+def test_every_job_template_playbook_exists():
     missing = {t["playbook"] for t in TEMPLATES.values() if not (ROOT / t["playbook"]).is_file()}
-    assert missing - set(PENDING_PLAYBOOKS) == set(), f"job templates name missing playbooks: {missing}"
-    arrived = set(PENDING_PLAYBOOKS) - missing
-    assert not arrived, f"{arrived} exist now: remove them from PENDING_PLAYBOOKS"
+    assert not missing, f"job templates name missing playbooks: {missing}"
 
 
 def test_one_job_template_per_lifecycle_stage():
