@@ -9,7 +9,7 @@ sessions, and the chat shape (200 output tokens) in Poisson arrivals, each bound
 from __future__ import annotations
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.slo import bench
+from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import bench
 
 from tests.slo.mockservers import MockFleet
 

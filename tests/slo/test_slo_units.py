@@ -7,8 +7,9 @@ import math
 import random
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.slo import analyze, calib, runner
+from ansible_collections.inference.blueprints.plugins.module_utils.slo import analyze, calib
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import canary as rules
+from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import runner
 
 # vLLM's Prometheus text for its cache configuration gauge (vllm/v1/metrics/loggers.py, cache_config info)
 METRICS = (

@@ -11,9 +11,9 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.slo import bench
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import canary as rules
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
+from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import bench
 
 ARGUMENT_SPEC = {
     "endpoints": {"type": "dict", "required": True},
@@ -154,7 +154,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
         try:

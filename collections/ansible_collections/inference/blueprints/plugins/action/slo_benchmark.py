@@ -9,9 +9,10 @@ import os
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.slo import bench, calib, report
+from ansible_collections.inference.blueprints.plugins.module_utils.slo import calib, report
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import spec as slo_spec
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
+from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import bench
 
 ARGUMENT_SPEC = {
     "endpoints": {"type": "dict", "default": {}},
@@ -44,7 +45,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
         try:

@@ -10,13 +10,9 @@ configured, deleted or rendered (unchanged ones are counted, not listed).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: apply_summary
-author: inference.blueprints contributors
+author: inference.blueprints contributors (@inference-blueprints)
 type: aggregate
 short_description: Summarise the objects inference.blueprints.k8s_apply touched, per cluster
 description:
@@ -25,6 +21,10 @@ description:
 requirements:
   - enabled in ansible.cfg (callbacks_enabled = inference.blueprints.apply_summary)
 """
+
+from collections import defaultdict
+
+from ansible.plugins.callback import CallbackBase
 
 _APPLY = {"inference.blueprints.k8s_apply", "k8s_apply"}
 _WRITERS = {f"{p}{n}" for p in ("inference.blueprints.", "") for n in ("render", "platform", "gitops")}

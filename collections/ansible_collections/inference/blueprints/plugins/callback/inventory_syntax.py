@@ -16,14 +16,9 @@ ansible.cfg enables it.
 
 from __future__ import annotations
 
-import os
-
-from ansible.errors import AnsibleError
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: inventory_syntax
-author: inference.blueprints contributors
+author: inference.blueprints contributors (@inference-blueprints)
 type: aggregate
 short_description: Name the file and line of a YAML syntax error in group_vars and host_vars
 description:
@@ -33,6 +28,11 @@ description:
 requirements:
   - enabled in ansible.cfg (callbacks_enabled = inference.blueprints.inventory_syntax)
 """
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.callback import CallbackBase
 
 _EXTENSIONS = ("", ".yml", ".yaml", ".json")
 

@@ -831,7 +831,7 @@ def check_epp_config(config: dict, router_version: str) -> list[str]:
         if not isinstance(gate, str):
             problems.append(f"featureGates[{i}]: expected a string, got {gate!r}")
             continue
-        name, _, value = gate.partition("=")
+        name, dummy, value = gate.partition("=")
         if "=" in gate and not info["feature_gate_values"]:
             problems.append(
                 f"featureGates[{i}]: feature gate '{gate}' is unknown or unregistered (this version takes bare names)"

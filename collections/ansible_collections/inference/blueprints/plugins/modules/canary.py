@@ -11,10 +11,10 @@ short_description: Canary a serving change one pool at a time with TTFT and TPOT
 version_added: 0.3.0
 description:
   - Applies the change the site variable C(canary) describes (a new engine image by digest, engine
-    arguments, or a new model artifact) to each model's LLMInferenceService one pool at a time: the prefill
-    pool before the decode pool (or the single pool), then the model artifact, which both pools share.
+    arguments, or a new model artifact) to each model's LLMInferenceService one pool at a time (the prefill
+    pool before the decode pool, or the single pool), then the model artifact, which both pools share.
   - Before the first step it measures a baseline with the SLO benchmark
-    (P(inference.blueprints.slo_benchmark#module)); after each step (and the rollout it waits for:
+    (P(inference.blueprints.slo_benchmark#module)); after each step (and the rollout it waits for,
     C(status.observedGeneration) and C(Ready)) it benchmarks again and compares TTFT and TPOT at the gate
     percentile with the baseline.
   - A step whose figures pass the gates is promoted; one that trips a gate is rolled back to the exact

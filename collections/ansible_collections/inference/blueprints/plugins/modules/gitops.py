@@ -13,7 +13,7 @@ description:
   - For every host in O(hosts) whose deployment intent says C(delivery=gitops), writes the site's repository tree
     under its C(render_dir) - C(clusters/<cluster>/<NN>-<component>/) with one YAML file per object and a
     C(kustomization.yaml), C(clusters/<cluster>/apps/) with one Argo CD Application per component (sync waves in the
-    blueprint's order: platform components first), and C(argocd/) with the AppProject, one app-of-apps
+    blueprint's order, platform components first), and C(argocd/) with the AppProject, one app-of-apps
     Application per cluster and the health checks (Lua, from the same readiness waits the apply path uses) for the
     OpenShift GitOps Argo CD instance.
   - The objects are the ones the apply path renders (the same templates and intent); the tree holds no secret

@@ -137,14 +137,16 @@ TRAFFIC = Field(
     check=_traffic_check,
     doc="traffic shape: prompt/output token means and p95s, concurrent_sessions, arrival_rate_rps",
 )
-assert set(TRAFFIC.options) == set(planner_inputs.TRAFFIC_KEYS)  # one list of traffic keys (the planner's)
+if set(TRAFFIC.options) != set(planner_inputs.TRAFFIC_KEYS):  # one list of traffic keys (the planner's)
+    raise AssertionError("intent.inventory TRAFFIC and planner.inputs.TRAFFIC_KEYS differ")
 
 SLO = Field(
     "dict",
     options={"ttft_p95_ms": _POSITIVE_NUM, "tpot_p95_ms": _POSITIVE_NUM},
     doc="service level objectives in milliseconds",
 )
-assert set(SLO.options) == set(planner_inputs.SLO_KEYS)
+if set(SLO.options) != set(planner_inputs.SLO_KEYS):
+    raise AssertionError("intent.inventory SLO and planner.inputs.SLO_KEYS differ")
 
 HARDWARE = Field(
     "dict",
@@ -181,6 +183,12 @@ MODEL_HARDWARE = Field(
     doc="the node pool this model runs on, when not the site's hardware (gpu, gpus_per_node, nodes)",
 )
 
+
+def _model_id_doc() -> str:
+    """Read when a message needs it: importing the schema loads no catalog (ansible-test imports it without PyYAML)."""
+    return "a model catalog id: " + ", ".join(catalog.models())
+
+
 MODEL = Field(
     "dict",
     options={
@@ -191,7 +199,7 @@ MODEL = Field(
             pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
             max_length=MODEL_NAME_MAX,
         ),
-        "id": Field("str", required=True, check=_model_id, doc="a model catalog id: " + ", ".join(catalog.models())),
+        "id": Field("str", required=True, check=_model_id, doc=_model_id_doc),
         "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
         "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
         "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),

@@ -54,7 +54,7 @@ def epp_config(
         if float(weights[key]) > 0
     ]
     profile = [{"pluginRef": name, "weight": weight} for name, weight in scorers] + [{"pluginRef": "max-score-picker"}]
-    plugins = [{"type": name} for name, _ in scorers] + [{"type": "max-score-picker"}]
+    plugins = [{"type": name} for name, dummy in scorers] + [{"type": "max-score-picker"}]
     config: dict = {"apiVersion": CONFIG_API_VERSION, "kind": "EndpointPickerConfig"}
     if flow_control:
         config["featureGates"] = ["flowControl"]

@@ -72,7 +72,7 @@ class Field:
     elements: Field | None = None  # list: rule for every element
     min_items: int = 0
     check: Callable[[Any], str | None] | None = None  # extra rule: returns an error message or None
-    doc: str = ""
+    doc: str | Callable[[], str] = ""  # a callable is read when a message needs it (e.g. a catalog's list)
     secret: bool = False  # never echo the value in messages
     drop_unset: bool = False  # dict: leave out options that are not given (passed through to Kubernetes)
 
@@ -110,8 +110,9 @@ class Validator:
     def _valid_hint(rule: Field) -> str:
         if rule.choices:
             return f"; valid: {', '.join(map(str, rule.choices))}"
-        if rule.doc:
-            return f" ({rule.doc})"
+        doc = rule.doc() if callable(rule.doc) else rule.doc
+        if doc:
+            return f" ({doc})"
         return ""
 
     def _coerce(self, value: Any, rule: Field, path: str) -> Any:  # noqa: PLR0911, PLR0912

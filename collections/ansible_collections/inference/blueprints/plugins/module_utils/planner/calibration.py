@@ -110,7 +110,7 @@ def _solve(fn, target: float) -> tuple[float, bool]:
         return hi, True
     if fn(lo) > target:
         return lo, True
-    for _ in range(50):
+    for _dummy in range(50):
         mid = math.sqrt(lo * hi)
         if fn(mid) < target:
             lo = mid

@@ -139,7 +139,7 @@ def kserve_offloading(kserve_version: str = "v0.20.0") -> dict:
 def _flags(args: list[str]) -> dict:
     out = {}
     for a in args:
-        k, _, v = a.partition("=")
+        k, dummy, v = a.partition("=")
         out[k] = v
     return out
 

@@ -454,7 +454,7 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
     closed = lam is None
     pf = prefill_plan(em, b, w, 0.0, util)
     rate, t_bar, stable = (lam or 0.0), t_dec, True
-    for _ in range(6):
+    for _dummy in range(6):
         extra = pf.n * (pf.t_step - t_dec) / pf.k  # decode time one request's prefill adds to the rank's steps
         if closed:
             # b clients resubmit on completion: rate = b / E2E(t_bar) and t_bar = t_dec / (1 - rate x extra)

@@ -249,7 +249,7 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
     lam = dem.lam / ranks
     b = min(float(batch), max(1.0, lam * full.e2e))
     p = lt.aggregated(em, b, dem.work, lam)
-    for _ in range(4):
+    for _dummy in range(4):
         if not p.stable:
             break
         nb = min(float(batch), max(1.0, lam * p.e2e))
@@ -431,7 +431,7 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
     cands = [size_serve(sizer, lay) for lay in lays]
     for lay, why in refused:
         cand = Candidate("serve", lay, lay.world, rejected=why)
-        cand.mem, cand.fits, cand.headroom_ok, _ = _memory(c, lay, run, c.num_spec)
+        cand.mem, cand.fits, cand.headroom_ok, dummy = _memory(c, lay, run, c.num_spec)
         cands.append(cand)
     servable = [x for x in cands if x.fits and x.rejected != KSERVE_PP]
     if not servable:

@@ -172,7 +172,7 @@ def calibration_figures(stats: dict) -> dict:
         rows = sorted(
             (r["ttft_ms"] / r["prompt_tokens"], r) for r in done if r.get("ttft_ms") and r.get("prompt_tokens")
         )
-        fast = [r for _, r in rows[: max(1, len(rows) // 4)]]
+        fast = [r for dummy, r in rows[: max(1, len(rows) // 4)]]
         if fast:
             rates = [r["prompt_tokens"] / (r["ttft_ms"] / 1000.0) for r in fast]
             out["prefill_tokens_per_s"] = round(percentile(rates, 50), 1)

@@ -57,7 +57,7 @@ def cdf(title: str, series: dict[str, list[float]], slo_ms: float | None, unit: 
     out.append(f'<text x="{L + 4}" y="{y95 - 3:.1f}" fill="#666">p95</text>')
     del x95
     if slo_ms:
-        xs, _ = _xy(slo_ms, 0, xmax, 1.0)
+        xs, dummy = _xy(slo_ms, 0, xmax, 1.0)
         out.append(f'<line x1="{xs:.1f}" y1="{T}" x2="{xs:.1f}" y2="{H - B}" stroke="red" stroke-dasharray="5,3"/>')
         out.append(f'<text x="{xs + 3:.1f}" y="{T + 12}" fill="red">SLO {slo_ms:g} {unit}</text>')
     out.append("</svg>")

@@ -90,7 +90,7 @@ def sample_lengths(shape: dict, n: int, seed: int) -> list[tuple[int, int]]:
     pm, ps = _lognormal(shape["prompt_tokens_mean"], shape["prompt_tokens_p95"])
     om, osig = _lognormal(shape["output_tokens_mean"], shape["output_tokens_p95"])
     out = []
-    for _ in range(n):
+    for _dummy in range(n):
         p = min(max(1, round(rng.lognormvariate(pm, ps))), shape["max_prompt_tokens"])
         o = min(max(2, round(rng.lognormvariate(om, osig))), shape["max_output_tokens"])
         out.append((p, o))
@@ -98,7 +98,7 @@ def sample_lengths(shape: dict, n: int, seed: int) -> list[tuple[int, int]]:
 
 
 def _text(words: int, rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(max(1, words)))
+    return " ".join(rng.choice(WORDS) for _dummy in range(max(1, words)))
 
 
 def _tokens_per_word(url: str, model: str, timeout: float) -> float:

@@ -1,7 +1,8 @@
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SLO benchmark of a cluster's models: run guidellm per entry point (``runner.py``, its own process),
-analyse, decide. Shared by the verify action (``slo_benchmark``) and the canary action."""
+analyse, decide. Shared by the verify action (``slo_benchmark``) and the canary action; controller-side
+(plugin_utils): it starts processes and opens the endpoints itself, which modules never do."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import urllib.request
+from urllib.error import HTTPError
 
-from . import analyze, spec
+from ansible.module_utils.urls import open_url
+from ansible_collections.inference.blueprints.plugins.module_utils.slo import analyze, spec
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
 STARTUP_S = 60  # guidellm's imports and worker start, on top of the run's own bound
@@ -40,7 +42,7 @@ def run_one(run_spec: dict, python: str | None = None) -> dict:
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         )
         try:
-            log, _ = proc.communicate(timeout=limit)
+            log, dummy = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
@@ -74,15 +76,15 @@ def run_model(intent: dict, name: str, endpoints, bench: dict, python: str | Non
 
 def _get(url: str, timeout: float = 3.0) -> str | None:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - the site's own endpoint
+        with open_url(url, timeout=timeout) as r:  # the site's own endpoint (its proxy settings apply)
             return r.read().decode("utf-8", errors="replace")
-    except (OSError, ValueError):
+    except (OSError, ValueError, HTTPError):
         return None
 
 
 def engine_facts(url: str) -> dict:
     """vLLM's /version and the KV blocks of /metrics (``vllm:cache_config_info``) when the endpoint serves them."""
-    from . import calib
+    from ansible_collections.inference.blueprints.plugins.module_utils.slo import calib
 
     out: dict = {"version": None, "kv_blocks": None}
     text = _get(url.rstrip("/") + "/version")
