@@ -14,7 +14,7 @@ import os
 
 from ..planner.inputs import plain
 from ..slo import spec as slo_spec
-from . import gitops, grid, inventory, platform, serving
+from . import burst, gitops, grid, inventory, platform, serving
 from . import site as site_mod
 
 INTENT_VERSION = 1
@@ -26,6 +26,7 @@ SERVING_COMPONENTS = (
     "inference_scheduler",
     "model_service",
     "ai_gateway",
+    "burst_routing",
     "serving_autoscaling",
     "observability",
 )
@@ -49,6 +50,8 @@ def site_intent(host: str, values: dict, names, bdir_candidates: list[str], igno
     """Validate, plan and build the intent of one cluster host. Raises SchemaError on bad input."""
     site = site_mod.resolve(str(host), values, bdir_candidates, names=names, ignore=ignore)
     grid.validate(site)  # the AI grid's rules between variables, before anything is planned
+    burst.validate(site)  # sovereign burst: clusters, classes, digests, kubeconfig context (intent/burst.py)
+    site = burst.fit(site)  # this cluster's models, traffic and standing footprint
     plans = site_mod.plan_models(site)
     return plain(build(site, plans))
 
@@ -91,6 +94,8 @@ def build(site: dict, plans: list[dict]) -> dict:
     intent["serving"] = serving.build(site, plans, intent)
     # the AI grid's front door (tenants, tiers, cascade) and its plan report (intent/grid.py)
     intent["gateway"] = grid.build(site, intent)
+    # sovereign burst: the front door and its pin, or the burst cluster's scale-from-zero (intent/burst.py)
+    intent["burst"] = burst.build(site, intent)
     # the platform the serving stage needs (intent/platform.py), not yet bound to a cluster read:
     # the newest APIs; the preflight step binds it to what the cluster serves
     intent["platform"] = platform.build(intent)

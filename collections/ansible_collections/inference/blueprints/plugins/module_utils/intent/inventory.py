@@ -344,6 +344,126 @@ CANARY = Field(
     doc="canary.yml: the change (image, engine_args, model_uri) and its TTFT/TPOT gates",
 )
 
+# Sovereign burst (blueprint sovereign_burst, intent/burst.py): the clusters of the site with their
+# roles, the request classes and which are regulated, the burst clusters' prewarm digests and the
+# warm-up budget's inputs. One variable both clusters read (group_vars/all); the rules between its
+# fields and the hosts' own variables are in burst.validate.
+BURST_CLUSTER = Field(
+    "dict",
+    options={
+        "name": Field("str", required=True, doc="the cluster's inventory host", **dns_label()),
+        "role": Field("str", required=True, choices=("sovereign", "burst")),
+        "models": Field(
+            "list",
+            elements=Field("str"),
+            doc="models[].name this cluster serves (sovereign default: every model; burst default: every model a "
+            "burstable class uses)",
+        ),
+        "gateway": Field(
+            "dict",
+            options={
+                "hostname": Field("str", required=True, doc="public DNS name of the cluster's inference gateway"),
+                "port": Field("int", minimum=1, maximum=65535, default=443),
+            },
+            doc="burst: where the sovereign front door reaches this cluster's inference gateway (TLS)",
+        ),
+        "metrics_url": Field(
+            "str",
+            check=_http_url,
+            doc="sovereign: its Thanos querier as the burst clusters reach it (KEDA reads the on-prem queue there)",
+        ),
+        "prewarm": Field(
+            "list",
+            elements=Field("str", check=_image_digest),
+            doc="burst: every image its GPU nodes pin before a spike, by digest: the engine image and each model's "
+            "ModelCar, exactly the digests the sovereign cluster runs",
+        ),
+    },
+)
+
+REQUEST_CLASS = Field(
+    "dict",
+    options={
+        "name": Field("str", required=True, **dns_label()),
+        "regulated": Field("bool", required=True, doc="true: never leaves the sovereign cluster"),
+        "models": Field("list", required=True, elements=Field("str"), min_items=1, doc="models[].name it uses"),
+    },
+)
+
+WARMUP = Field(
+    "dict",
+    options={
+        "registry_gbit_per_s": Field(
+            "float",
+            minimum=0,
+            exclusive_minimum=True,
+            default=10,
+            doc="pull bandwidth of a burst node from the "
+            "shared registry, Gbit/s (default 10: a round figure; measure yours)",
+        ),
+        "disk_gbyte_per_s": Field(
+            "float",
+            minimum=0,
+            exclusive_minimum=True,
+            default=2,
+            doc="read bandwidth of a node's image storage, "
+            "GB/s, where a pinned ModelCar is read from (default 2: a round figure for one NVMe; measure yours)",
+        ),
+        "engine_image_gb": Field(
+            "float",
+            minimum=0,
+            default=10,
+            doc="compressed size of the engine image, GB (default 10: an assumption; skopeo inspect gives yours)",
+        ),
+        "engine_start_seconds": Field(
+            "float",
+            minimum=0,
+            default=60,
+            doc="engine start after the weights are read: CUDA graphs, KV pool, "
+            "compile (default 60: an assumption; the first start's log gives yours)",
+        ),
+    },
+    doc="inputs of the warm-up budget (intent/burst.py warmup)",
+)
+
+SOVEREIGN_BURST = Field(
+    "dict",
+    options={
+        "clusters": Field(
+            "list",
+            required=True,
+            elements=BURST_CLUSTER,
+            min_items=2,
+            check=unique_names("name"),
+            doc="every cluster of the site: name (its inventory host), role, models, gateway, metrics_url, prewarm",
+        ),
+        "request_classes": Field(
+            "list",
+            required=True,
+            elements=REQUEST_CLASS,
+            min_items=1,
+            check=unique_names("name"),
+            doc="name, regulated, models: a regulated class never leaves the sovereign cluster",
+        ),
+        "peak_factor": Field(
+            "float",
+            required=True,
+            minimum=1,
+            exclusive_minimum=True,
+            doc="peak traffic over the models' traffic (the base the sovereign cluster is sized for); the burst "
+            "clusters are sized for the difference",
+        ),
+        "engine_image": Field(
+            "str",
+            check=_image_digest,
+            doc="the engine image both clusters run, by digest (empty: the OpenShift AI preset's own)",
+        ),
+        "warmup": WARMUP,
+    },
+    doc="sovereign_burst: clusters, request_classes, peak_factor, engine_image, warmup (docs/sovereign-burst.md)",
+)
+
+
 # Site variables. The blueprint file's `defaults` may set any of these except the ones in
 # SITE_ONLY (they describe the site, not the traffic shape).
 SITE_FIELDS: dict[str, Field] = {
@@ -437,6 +557,7 @@ SITE_FIELDS: dict[str, Field] = {
         doc="measured engine figures verify writes to host_vars/<cluster>/calibration.yml; the planner checks "
         "each entry (docs/planner.md, Calibration)",
     ),
+    "sovereign_burst": SOVEREIGN_BURST,
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
 }
@@ -451,6 +572,7 @@ SITE_ONLY = (
     "tenants",
     "cascade",
     "calibration",
+    "sovereign_burst",
 )
 
 

@@ -1,0 +1,634 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Sovereign burst (blueprint sovereign_burst, seed 002 section 7.5): one regulated on-prem cluster,
+one or more cold cloud burst clusters, decided once per cluster from the site's ``sovereign_burst``
+variable (inventory.SOVEREIGN_BURST) and the plans.
+
+* ``validate(site)``: the rules between the clusters, the request classes, the models and this
+  host's own variables (its kubeconfig context, its models' digests against the burst clusters'
+  prewarm lists), every problem with its path, before anything is planned or applied.
+* ``fit(site)``: this cluster's share of the site: the models it serves, the traffic it is sized for
+  (the sovereign the base, a burst cluster the spike over it) and its standing footprint (a burst
+  cluster scales from zero).
+* ``build(site, intent)``: ``intent["burst"]``, everything the ``burst_routing`` role renders: on the
+  sovereign cluster the front door (Envoy Gateway Backends and route), its passive health check and
+  the regulated pin as a ValidatingAdmissionPolicy; on a burst cluster the KEDA ScaledObjects that
+  scale from zero on the sovereign cluster's queue, the PinnedImageSet and the warm-up budget.
+* ``pin_violations(rules, ...)``: the render-time half of the regulated pin: any route rule that can
+  send a regulated, unclassified or unknown-class request to a backend other than the on-prem one.
+* ``digest_differences(intents)``: the model digests two clusters' intents run differently.
+
+Facts about the upstream objects (sources: github.com/envoyproxy/gateway v1.9.0 api/v1alpha1
+backend_types.go and healthcheck_types.go; sigs.k8s.io/gateway-api v1.5.1 apis/v1 httproute_types.go;
+k8s.io/api v0.35 admissionregistration/v1; github.com/kedacore/keda/v2 v2.20.2 scaledobject_types.go):
+
+* A ``Backend`` with ``fallback: true`` gets traffic only when the route's other backends are unhealthy
+  (Envoy priorities, overprovisioning factor 1.4); a passive health check (outlier detection) in a
+  BackendTrafficPolicy ejects a backend after ``consecutive5XxErrors``; its ``maxEjectionPercent``
+  defaults to 10, which never ejects a single endpoint, so it is set to 100.
+* An HTTPRoute holds at most 16 rules, a rule at most 64 matches; a match with no headers and the
+  default path ``/`` matches every request; header names match case-insensitively, ``Exact`` is the
+  default header match type (the API server applies defaults before validating admission).
+* A ValidatingAdmissionPolicy's CEL sees the defaulted object; ``lowerAscii`` is in the Kubernetes CEL
+  string library.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from . import inventory
+from .schema import SchemaError, suggest
+from .schema import validate as schema_validate
+
+COMPONENT = "burst_routing"
+SOVEREIGN, BURST = "sovereign", "burst"
+BACKEND_GROUP, BACKEND_KIND = "gateway.envoyproxy.io", "Backend"
+MAX_RULES = 16  # HTTPRoute spec.rules MaxItems (gateway-api v1.5.1)
+MAX_MATCHES = 64  # HTTPRouteRule matches MaxItems
+# The sovereign cluster stands at its planned replicas: the planner clamps min_replicas to them
+# (planner/assemble.py, min(policy.min_replicas, replicas)).
+SOVEREIGN_MIN_REPLICAS = 1 << 16
+MODELCAR = re.compile(r"^oci(\+native)?://([^@\s]+@sha256:[0-9a-f]{64})$")
+GIB = 1024**3 / 1e9  # GB per GiB
+
+
+def enabled(site: dict) -> bool:
+    return COMPONENT in site["components"]
+
+
+def _modelcar(model: dict) -> str | None:
+    m = MODELCAR.match(((model.get("artifact") or {}).get("uri")) or "")
+    return m.group(2) if m else None
+
+
+def _served(sb: dict, models: list[dict]) -> dict[str, list[str]]:
+    """{cluster: models[].name it serves}, defaults filled (sovereign: every model; burst: the burstable ones)."""
+    names = [m["name"] for m in models]
+    burstable = {n for c in sb["request_classes"] if not c["regulated"] for n in c["models"]}
+    out = {}
+    for c in sb["clusters"]:
+        given = c.get("models")
+        if given is not None:
+            out[c["name"]] = list(given)
+        elif c["role"] == SOVEREIGN:
+            out[c["name"]] = names
+        else:
+            out[c["name"]] = [n for n in names if n in burstable]
+    return out
+
+
+# ------------------------------------------------------------------------------------------ checks
+def kubeconfig_path(site: dict, env=None) -> str:
+    """The kubeconfig this cluster is reached with: k8s_kubeconfig, else K8S_AUTH_KUBECONFIG, KUBECONFIG,
+    ~/.kube/config (the order of kubernetes.core and k8s_client.load_configuration)."""
+    env = os.environ if env is None else env
+    path = site.get("k8s_kubeconfig") or env.get("K8S_AUTH_KUBECONFIG") or env.get("KUBECONFIG") or "~/.kube/config"
+    return os.path.expanduser(str(path))
+
+
+def _context_error(site: dict, env=None) -> tuple[str, str] | None:
+    context = site.get("k8s_context")
+    if not context:
+        return None
+    path = kubeconfig_path(site, env)
+    if os.pathsep in path:
+        return None  # a KUBECONFIG list: kubernetes' own loader merges it and names a missing context
+    try:
+        import yaml  # lazy: module_utils import without PyYAML
+
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+    except OSError as e:
+        return ("k8s_kubeconfig", f"{path} cannot be read ({e.strerror}); k8s_context {context!r} needs it")
+    except Exception as e:  # noqa: BLE001 - any YAML error is a bad kubeconfig
+        return ("k8s_kubeconfig", f"{path} is not a kubeconfig ({type(e).__name__})")
+    names = [c.get("name") for c in (data.get("contexts") or []) if isinstance(c, dict)]
+    if context in names:
+        return None
+    return (
+        "k8s_context",
+        f"{context!r} is not a context of {path}{suggest(context, names)}; valid: {', '.join(names) or '(none)'}",
+    )
+
+
+def validate(site: dict, env=None) -> None:
+    """Raise SchemaError with every problem of the sovereign_burst variables, from this host's view."""
+    sb = site.get("sovereign_burst")
+    where = f"host {site['host']}"
+    if sb and not enabled(site):
+        raise SchemaError([("sovereign_burst", f"blueprint {site['blueprint']!r} has no {COMPONENT} component")], where)
+    if not enabled(site):
+        return
+    if not sb:
+        raise SchemaError(
+            [("sovereign_burst", f"required by the {COMPONENT} component: clusters, request_classes, peak_factor")],
+            where,
+        )
+    errors: list[tuple[str, str]] = []
+    models = {m["name"]: (i, m) for i, m in enumerate(site["models"])}
+    clusters = sb["clusters"]
+    names = [c["name"] for c in clusters]
+    sovereigns = [c["name"] for c in clusters if c["role"] == SOVEREIGN]
+    if len(sovereigns) != 1:
+        errors.append(("sovereign_burst.clusters", f"exactly one cluster has role sovereign; found {len(sovereigns)}"))
+    if not any(c["role"] == BURST for c in clusters):
+        errors.append(("sovereign_burst.clusters", "no cluster has role burst"))
+    if site["host"] not in names:
+        errors.append(
+            (
+                "sovereign_burst.clusters",
+                f"host {site['host']!r} is not one of the clusters ({', '.join(names)}); each inventory host is one "
+                "cluster and is named here",
+            )
+        )
+    served = _served(sb, site["models"])
+    errors += _cluster_errors(sb, served, models)
+    errors += _class_errors(sb, served, models, sovereigns[0] if len(sovereigns) == 1 else None)
+    errors += _digest_errors(site, sb, served, models)
+    ctx = _context_error(site, env)
+    if ctx:
+        errors.append(ctx)
+    if errors:
+        raise SchemaError(errors, where)
+
+
+def _cluster_errors(sb: dict, served: dict, models: dict) -> list[tuple[str, str]]:
+    errors = []
+    for i, c in enumerate(sb["clusters"]):
+        p = f"sovereign_burst.clusters[{i}]"
+        for j, n in enumerate(c.get("models") or []):
+            if n not in models:
+                errors.append((f"{p}.models[{j}]", f"unknown model {n!r}{suggest(n, models)}"))
+        if not served[c["name"]]:
+            errors.append((f"{p}.models", f"cluster {c['name']!r} serves no model"))
+        if c["role"] == BURST:
+            if not c.get("gateway"):
+                errors.append(
+                    (f"{p}.gateway", "required for a burst cluster: the public name of its inference gateway")
+                )
+            if not c.get("prewarm"):
+                errors.append(
+                    (
+                        f"{p}.prewarm",
+                        "required for a burst cluster: the digests its GPU nodes pin before a spike (each ModelCar "
+                        "it serves and the engine image), else the first requests wait for a registry pull",
+                    )
+                )
+        elif not c.get("metrics_url"):
+            errors.append(
+                (f"{p}.metrics_url", "required for the sovereign cluster: the burst clusters scale on its queue")
+            )
+    return errors
+
+
+def _class_errors(sb: dict, served: dict, models: dict, sov: str | None) -> list[tuple[str, str]]:
+    errors = []
+    on_prem = set(served.get(sov) or [])
+    off_prem = {n for c in sb["clusters"] if c["role"] == BURST for n in served[c["name"]]}
+    for i, cls in enumerate(sb["request_classes"]):
+        for j, n in enumerate(cls["models"]):
+            path = f"sovereign_burst.request_classes[{i}].models[{j}]"
+            if n not in models:
+                errors.append((path, f"unknown model {n!r}{suggest(n, models)}"))
+            elif cls["regulated"] and n not in on_prem:
+                errors.append(
+                    (
+                        path,
+                        f"{n!r} is served only on burst cluster(s) and class {cls['name']!r} is regulated: a "
+                        f"regulated class never leaves the sovereign cluster {sov!r}; serve {n!r} there or drop it "
+                        "from the class",
+                    )
+                )
+            elif n not in on_prem and n not in off_prem:
+                errors.append((path, f"no cluster serves {n!r}"))
+    return errors
+
+
+def _digest_errors(site: dict, sb: dict, served: dict, models: dict) -> list[tuple[str, str]]:
+    """Every model a burst cluster serves is a ModelCar by digest, and this host runs exactly the digests
+    the burst clusters pin: the shared prewarm lists anchor both clusters to one digest per model."""
+    errors = []
+    engine = sb.get("engine_image") or None
+    me = site["host"]
+    role = next((c["role"] for c in sb["clusters"] if c["name"] == me), None)
+    for i, c in enumerate(sb["clusters"]):
+        if c["role"] != BURST:
+            continue
+        p = f"sovereign_burst.clusters[{i}].prewarm"
+        prewarm = list(c.get("prewarm") or [])
+        for n in served[c["name"]]:
+            if n not in models:
+                continue
+            k, m = models[n]
+            ref = _modelcar(m)
+            if ref is None:
+                errors.append(
+                    (
+                        f"models[{k}].artifact.uri",
+                        f"{n!r} is served on burst cluster {c['name']!r}: it must be a ModelCar pinned by digest "
+                        "(oci://<registry>/<repository>@sha256:<64 hex>) from the one shared registry, so both "
+                        "clusters run the same bytes and the burst cluster can pin them",
+                    )
+                )
+                continue
+            if prewarm and ref not in prewarm and (me == c["name"] or role == SOVEREIGN):
+                whose = "this burst cluster" if me == c["name"] else f"burst cluster {c['name']!r}"
+                errors.append(
+                    (
+                        f"models[{k}].artifact.uri",
+                        f"{ref} is not the digest {whose} pins ({p}: {', '.join(prewarm)}): the two clusters would run "
+                        f"different builds of {n!r}; use one digest of the shared registry on both",
+                    )
+                )
+        if me == c["name"] and prewarm:
+            runs = {_modelcar(models[n][1]) for n in served[c["name"]] if n in models} | ({engine} if engine else set())
+            if engine and engine not in prewarm:
+                errors.append((p, f"lacks the engine image {engine} (sovereign_burst.engine_image)"))
+            extra = [img for img in prewarm if img not in runs]
+            if extra:
+                errors.append(
+                    (p, f"holds {', '.join(extra)}, which this cluster does not run: pin exactly the digests it runs")
+                )
+    return errors
+
+
+def digest_differences(intents: dict) -> list[str]:
+    """The models two clusters of one sovereign-burst site run from different artifacts (empty: aligned)."""
+    seen: dict[str, tuple[str, str]] = {}
+    out = []
+    for host, intent in sorted(intents.items()):
+        if not intent.get("burst"):
+            continue
+        for m in intent["serving"]["models"]:
+            first = seen.setdefault(m["name"], (host, m["uri"]))
+            if first[1] != m["uri"]:
+                out.append(f"{m['name']}: {first[0]} runs {first[1]}, {host} runs {m['uri']}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ sizing
+def _scaled(traffic: dict, factor: float) -> dict:
+    out = dict(traffic)
+    if out.get("concurrent_sessions") is not None:
+        out["concurrent_sessions"] = max(1, math.ceil(out["concurrent_sessions"] * factor))
+    if out.get("arrival_rate_rps") is not None:
+        out["arrival_rate_rps"] = round(out["arrival_rate_rps"] * factor, 6)
+    return out
+
+
+def fit(site: dict) -> dict:
+    """This cluster's share of the site (models, traffic, standing footprint), before it is planned."""
+    if not enabled(site):
+        return site
+    sb = site["sovereign_burst"]
+    me = next(c for c in sb["clusters"] if c["name"] == site["host"])
+    served = _served(sb, site["models"])[me["name"]]
+    models = []
+    for m in site["models"]:
+        if m["name"] not in served:
+            continue
+        m = dict(m)
+        if me["role"] == SOVEREIGN:
+            # sized for the base (the models' traffic), standing at its planned replicas
+            m["policy"] = {**m["policy"], "scale_to_zero": False, "min_replicas": SOVEREIGN_MIN_REPLICAS}
+        else:
+            # sized for the spike over the base, standing at zero
+            base = m.get("traffic") or site.get("traffic") or {}
+            m["traffic"] = _scaled(base, sb["peak_factor"] - 1) or None
+            m["policy"] = {**m["policy"], "scale_to_zero": True, "min_replicas": 0}
+        models.append(m)
+    given = site.get("slo_given") or [[] for _ in site["models"]]
+    keep = [i for i, m in enumerate(site["models"]) if m["name"] in served]
+    return {
+        **site,
+        "models": models,
+        "slo_given": [given[i] for i in keep if i < len(given)],
+        # what every cluster serves, from the whole site's models (this host plans only its own)
+        "burst_served": _served(sb, site["models"]),
+        "burst_warmup": sb.get("warmup") or schema_validate({}, inventory.WARMUP),
+    }
+
+
+# ------------------------------------------------------------------------------------------ the pin
+def _is_on_prem(ref: dict, onprem: str) -> bool:
+    return ref.get("group") == BACKEND_GROUP and ref.get("kind") == BACKEND_KIND and ref.get("name") == onprem
+
+
+def pin_violations(rules: list[dict], onprem: str, header: str, burstable) -> list[str]:
+    """Route rules (HTTPRoute ``spec.rules`` shape) that can send a request which is not of a burstable
+    class to a backend other than the on-prem one. The ValidatingAdmissionPolicy says the same in CEL."""
+    out = []
+    allowed = set(burstable)
+    for i, r in enumerate(rules):
+        off = [b.get("name") for b in r.get("backendRefs") or [] if not _is_on_prem(b, onprem)]
+        if not off:
+            continue
+        matches = r.get("matches") or []
+        if not matches:
+            out.append(f"rule {i} matches every request and sends it to {', '.join(off)}")
+        for k, m in enumerate(matches):
+            guarded = any(
+                str(h.get("name", "")).lower() == header.lower()
+                and h.get("type", "Exact") == "Exact"
+                and h.get("value") in allowed
+                for h in m.get("headers") or []
+            )
+            if not guarded:
+                out.append(
+                    f"rule {i} match {k} can send a request that is not of a burstable class (regulated, unclassified "
+                    f"or unknown) to {', '.join(off)}"
+                )
+    return out
+
+
+def _cel_list(values) -> str:
+    return "[" + ", ".join("'" + v + "'" for v in values) + "]"
+
+
+def admission_policy(onprem: dict, pin: dict) -> dict:
+    """The regulated pin as the API server enforces it: a ValidatingAdmissionPolicy on HTTPRoutes of the
+    serving namespace that attach to the front door or use a gateway Backend, and on the on-prem Backend.
+    ``pin``: name, namespace, gateway (the front door's), header (the class header), burstable (class names)."""
+    name, ns, gateway, header, burstable = (pin[k] for k in ("name", "namespace", "gateway", "header", "burstable"))
+    on = onprem["name"]
+    onprem_ref = (
+        f"has(b.group) && b.group == '{BACKEND_GROUP}' && has(b.kind) && b.kind == '{BACKEND_KIND}' && b.name == '{on}'"
+    )
+    guard = (
+        f"has(r.matches) && size(r.matches) > 0 && r.matches.all(m, has(m.headers) && m.headers.exists(h, "
+        f"h.name.lowerAscii() == '{header.lower()}' && (!has(h.type) || h.type == 'Exact') && "
+        f"h.value in {_cel_list(sorted(burstable))}))"
+    )
+    front = (
+        f"(has(object.spec.parentRefs) && object.spec.parentRefs.exists(p, p.name == '{gateway}')) || "
+        "(has(object.spec.rules) && object.spec.rules.exists(r, has(r.backendRefs) && "
+        f"r.backendRefs.exists(b, has(b.kind) && b.kind == '{BACKEND_KIND}')))"
+    )
+    route_rule = (
+        f"request.resource.resource != 'httproutes' || !({front}) || !has(object.spec.rules) || "
+        f"object.spec.rules.all(r, !has(r.backendRefs) || r.backendRefs.all(b, {onprem_ref}) || ({guard}))"
+    )
+    backend_rule = (
+        f"request.resource.resource != 'backends' || object.metadata.name != '{on}' || "
+        "(has(object.spec.endpoints) && size(object.spec.endpoints) > 0 && object.spec.endpoints.all(e, "
+        f"has(e.fqdn) && e.fqdn.hostname == '{onprem['hostname']}' && e.fqdn.port == {onprem['port']}) && "
+        "!(has(object.spec.fallback) && object.spec.fallback))"
+    )
+    return {
+        "name": name,
+        "namespace": ns,
+        "validations": [
+            {
+                "expression": route_rule,
+                "message": f"regulated pin: a route rule of the front door that can reach a backend other than {on} "
+                f"must match only requests whose {header} header names a burstable class "
+                f"({', '.join(sorted(burstable))}); regulated, unclassified and unknown classes stay on-prem",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": backend_rule,
+                "message": f"regulated pin: Backend {on} is the on-prem inference gateway "
+                f"({onprem['hostname']}:{onprem['port']}); its address is fixed and it is never a fallback",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+# ------------------------------------------------------------------------------------------ warm-up
+def warmup(plan: dict, w: dict, pinned: bool) -> dict:
+    """Seconds from a scale-from-zero decision to a serving engine on a burst node, with the reason."""
+    layout = plan.get("layout") or {}
+    mem = plan.get("memory") or {}
+    weights_gb = float(mem.get("weights_gib_per_gpu") or 0) * int(layout.get("tp") or 1) * int(layout.get("pp") or 1)
+    weights_gb *= GIB
+    read_s = weights_gb / w["disk_gbyte_per_s"]
+    pull_s = (w["engine_image_gb"] + weights_gb) * 8 / w["registry_gbit_per_s"]
+    warm = math.ceil(read_s + w["engine_start_seconds"])
+    cold = math.ceil(pull_s + read_s + w["engine_start_seconds"])
+    why = (
+        f"{weights_gb:.1f} GB of weights read from the node's pinned ModelCar at {w['disk_gbyte_per_s']:g} GB/s "
+        f"({read_s:.0f} s) + {w['engine_start_seconds']:g} s engine start"
+        if pinned
+        else f"{w['engine_image_gb']:g} GB engine image + {weights_gb:.1f} GB ModelCar pulled at "
+        f"{w['registry_gbit_per_s']:g} Gbit/s ({pull_s:.0f} s) + read at {w['disk_gbyte_per_s']:g} GB/s "
+        f"({read_s:.0f} s) + {w['engine_start_seconds']:g} s engine start"
+    )
+    return {
+        "seconds": warm if pinned else cold,
+        "pinned": pinned,
+        "unpinned_seconds": cold,
+        "weights_gb": round(weights_gb, 1),
+        "why": why
+        + (f"; without the pinned images {cold} s (pulls at {w['registry_gbit_per_s']:g} Gbit/s)" if pinned else ""),
+    }
+
+
+# ------------------------------------------------------------------------------------------ build
+def _backend_name(site: dict, suffix: str) -> str:
+    return f"{site['site_name']}-{suffix}"[:63].rstrip("-")
+
+
+def build(site: dict, intent: dict) -> dict | None:
+    """intent["burst"]: what burst_routing renders on this cluster, and the plan's burst figures."""
+    if not enabled(site):
+        return None
+    sb = site["sovereign_burst"]
+    opts = site["options"][COMPONENT]
+    ns = site["serving_namespace"]
+    me = next(c for c in sb["clusters"] if c["name"] == site["host"])
+    sov = next(c for c in sb["clusters"] if c["role"] == SOVEREIGN)
+    bursts = [c for c in sb["clusters"] if c["role"] == BURST]
+    header = opts["burst_routing_class_header"]
+    classes = [
+        {"name": c["name"], "regulated": c["regulated"], "models": list(c["models"])} for c in sb["request_classes"]
+    ]
+    burstable = [c["name"] for c in classes if not c["regulated"]]
+    out = {
+        "role": me["role"],
+        "cluster": me["name"],
+        "sovereign": sov["name"],
+        "bursts": [b["name"] for b in bursts],
+        "namespace": ns,
+        "class_header": header,
+        "classes": classes,
+        "burstable": burstable,
+        "peak_factor": sb["peak_factor"],
+        "sizing": _sizing(intent, me["role"], sb["peak_factor"]),
+        "front_door": None,
+        "scale_from_zero": None,
+        "pinned_image_sets": [],
+        "warmup": [],
+    }
+    if me["role"] == SOVEREIGN:
+        out["front_door"] = _front_door(site, out, sov, bursts)
+    else:
+        out["scale_from_zero"] = _scale_from_zero(site, intent, opts, ns, sov)
+        pools = list(site["options"]["image_prewarm"]["image_prewarm_pools"]) or ["worker"]
+        out["pinned_image_sets"] = [
+            {"name": _backend_name(site, f"prewarm-{pool}"), "pool": pool, "images": list(me["prewarm"])}
+            for pool in pools
+        ]
+        w = site["burst_warmup"]
+        for entry in intent["plans"]:
+            ref = _modelcar(entry["model"])
+            budget = warmup(entry["plan"], w, pinned=bool(ref and ref in me["prewarm"]))
+            out["warmup"].append({"model": entry["model"]["name"], **budget})
+    return out
+
+
+def _sizing(intent: dict, role: str, peak: float) -> list[dict]:
+    out = []
+    served = {m["name"]: m for m in intent["serving"]["models"]}
+    for entry in intent["plans"]:
+        plan, name = entry["plan"], entry["model"]["name"]
+        main = (plan.get("pools") or {}).get("decode") or (plan.get("pools") or {}).get("serve") or {}
+        auto = (served.get(name) or {}).get("autoscaling") or {}
+        traffic = plan.get("traffic") or {}
+        out.append(
+            {
+                "model": name,
+                "replicas": int(main.get("replicas") or 1),
+                "gpus_per_replica": int(main.get("gpus_per_replica") or 1),
+                "standing_replicas": int(auto.get("min_replicas", main.get("replicas") or 1)),
+                "max_replicas": int(auto.get("max_replicas", main.get("replicas") or 1)),
+                "concurrent_sessions": traffic.get("concurrent_sessions"),
+                "arrival_rate_rps": traffic.get("arrival_rate_rps"),
+                "why": "the base traffic (the models' traffic): on-prem capacity is bought for it and stands"
+                if role == SOVEREIGN
+                else f"the spike over the base ({peak:g} x base - base), standing at zero: KEDA scales it from zero on "
+                "the sovereign cluster's queue",
+            }
+        )
+    return out
+
+
+def _front_door(site: dict, out: dict, sov: dict, bursts: list[dict]) -> dict:
+    opts = site["options"][COMPONENT]
+    ns, served, classes = out["namespace"], site["burst_served"], out["classes"]
+    header, burstable = out["class_header"], out["burstable"]
+    gw_opts = site["options"]["model_service"]["model_service_gateway"]
+    onprem = {
+        "name": _backend_name(site, "onprem"),
+        # OpenShift's Gateway API implementation names a Gateway's Service <gateway>-<gatewayclass>
+        "hostname": f"{gw_opts['name']}-{opts['burst_routing_local_gateway_class']}.{gw_opts['namespace']}.svc",
+        "port": opts["burst_routing_local_gateway_port"],
+    }
+    backends = [{**onprem, "fallback": False, "tls": None, "cluster": sov["name"]}]
+    by_cluster = {}
+    for b in bursts:
+        name = _backend_name(site, f"to-{b['name']}")
+        by_cluster[b["name"]] = name
+        backends.append(
+            {
+                "name": name,
+                "hostname": b["gateway"]["hostname"],
+                "port": b["gateway"]["port"],
+                "fallback": True,
+                "tls": {"sni": b["gateway"]["hostname"]},
+                "cluster": b["name"],
+            }
+        )
+
+    def ref(name: str) -> dict:
+        return {"group": BACKEND_GROUP, "kind": BACKEND_KIND, "name": name}
+
+    rules = []
+    on_prem = set(served.get(sov["name"]) or [])
+    for model in sorted({n for c in classes for n in c["models"]}):
+        targets = [by_cluster[b["name"]] for b in bursts if model in served.get(b["name"], [])]
+        names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
+        if not targets or not names:
+            continue
+        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
+        refs = ([ref(onprem["name"])] if model in on_prem else []) + [ref(t) for t in targets]
+        rules.append(
+            {
+                "matches": [{"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names],
+                "backendRefs": refs,
+                "timeouts": {"request": opts["burst_routing_request_timeout"]},
+            }
+        )
+    # everything else (regulated, no class, unknown class, other paths): on-prem only
+    rules.append(
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+            "backendRefs": [ref(onprem["name"])],
+            "timeouts": {"request": opts["burst_routing_request_timeout"]},
+        }
+    )
+    if len(rules) > MAX_RULES or any(len(r["matches"]) > MAX_MATCHES for r in rules):
+        raise SchemaError([("sovereign_burst.request_classes", f"needs {len(rules)} route rules; a route holds 16")])
+    problems = pin_violations(rules, onprem["name"], header, burstable)
+    if problems:  # the render-time pin: nothing is rendered that could send regulated traffic off-prem
+        raise SchemaError([("sovereign_burst.request_classes", p) for p in problems])
+    gateway = opts["burst_routing_gateway_name"]
+    return {
+        "gateway": {
+            "name": gateway,
+            "class": opts["burst_routing_gateway_class"],
+            "create_class": opts["burst_routing_create_gateway_class"],
+            "controller_name": opts["burst_routing_controller_name"],
+            "port": opts["burst_routing_listener_port"],
+        },
+        "onprem": onprem,
+        "backends": backends,
+        "route": {"name": _backend_name(site, "front"), "rules": rules},
+        "health": {
+            "name": _backend_name(site, "front"),
+            "consecutive_5xx": opts["burst_routing_ejection_errors"],
+            "ejection_time": opts["burst_routing_ejection_time"],
+            "max_ejection_percent": 100,
+        },
+        "pin": admission_policy(
+            onprem,
+            {
+                "name": _backend_name(site, "regulated-pin"),
+                "namespace": ns,
+                "gateway": gateway,
+                "header": header,
+                "burstable": burstable,
+            },
+        ),
+    }
+
+
+def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
+    sa = site["options"]["serving_autoscaling"]
+    auto = intent["serving"].get("autoscaling") or {}
+    local = {a["model"]: a for a in auto.get("scaled_objects") or []}
+    secret = f"{opts['burst_routing_metrics_secret']}-{sov['name']}"[:253]
+    trig = site.get("autoscaling_trigger") or {}
+    threshold = f"{float(trig.get('queue_threshold') or sa['serving_autoscaling_queue_threshold']):g}"
+    scaled = []
+    for m in intent["serving"]["models"]:
+        a = local.get(m["name"])
+        if a is None:
+            raise SchemaError(
+                [(f"models.{m['name']}", "a burst cluster scales from zero: needs the serving_autoscaling component")]
+            )
+        remote = {
+            "name": "sovereign-queue",
+            "server": sov["metrics_url"],
+            "auth": secret,
+            # the same model's pool on the sovereign cluster (same namespace and name on both clusters)
+            "query": f'sum(llm_d_epp_average_queue_size{{name="{m["names"]["pool"]}"}})',
+            "threshold": threshold,
+            "activation": threshold,
+        }
+        triggers = [remote] + [
+            {
+                **t,
+                "server": sa["serving_autoscaling_prometheus_url"],
+                "auth": intent["serving"]["metrics_reader"]["service_account"],
+                "activation": "0",
+            }
+            for t in a["triggers"]
+        ]
+        scaled.append({**a, "triggers": triggers})
+    # the burst cluster's ScaledObjects are these (one per workload: KEDA refuses a second one)
+    auto["scaled_objects"] = []
+    return {"secret": secret, "trigger_auth": secret, "scaled_objects": scaled}
