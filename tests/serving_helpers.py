@@ -21,6 +21,7 @@ EXAMPLES = {
     "example-batch": "h100-8x2-rdma",
     "example-edge-fleet": "sno-rtx-pro-6000",
     "example-ai-grid": "grid-h100",
+    "example-sovereign-burst": "h100-8x2-rdma",  # both clusters' hardware; one control plane holds both trees
 }
 
 # Kinds the local control plane cannot serve because the Go module proxy here does not carry
@@ -180,6 +181,23 @@ def blueprint_signature(objs: list[dict], blueprint: str) -> list[str]:
         for kind in ("AIGatewayRoute", "SecurityPolicy", "BackendTrafficPolicy"):
             if not any(o["kind"] == kind for o in objs):
                 missing.append(f"no {kind} (tenant routing, API keys, token budgets)")
+    elif blueprint == "sovereign_burst":
+        # the front door with its admission-policy pin on the sovereign cluster, scale from zero on the
+        # sovereign queue and pinned images on the burst cluster
+        if not any(o["kind"] == "Backend" and o["spec"].get("fallback") for o in objs):
+            missing.append("no fallback Backend (the burst cluster behind the front door)")
+        if not any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs):
+            missing.append("no ValidatingAdmissionPolicy (the regulated pin)")
+        remote = [
+            o
+            for o in scaled
+            if o["spec"].get("minReplicaCount") == 0
+            and any(t["name"] == "sovereign-queue" for t in o["spec"]["triggers"])
+        ]
+        if not remote:
+            missing.append("no ScaledObject from zero on the sovereign cluster's queue")
+        if not any(o["kind"] == "PinnedImageSet" and "prewarm" in o["metadata"]["name"] for o in objs):
+            missing.append("no PinnedImageSet of the burst cluster's prewarm digests")
     return missing
 
 

@@ -632,3 +632,40 @@ def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
     # the burst cluster's ScaledObjects are these (one per workload: KEDA refuses a second one)
     auto["scaled_objects"] = []
     return {"secret": secret, "trigger_auth": secret, "scaled_objects": scaled}
+
+
+# ------------------------------------------------------------------------------------------ report
+def summary_lines(intent: dict) -> list[str]:
+    """The burst figures of one cluster, next to the plan's (playbook output, CLI, report)."""
+    b = intent.get("burst")
+    if not b:
+        return []
+    out = []
+    regulated = [c["name"] for c in b["classes"] if c["regulated"]]
+    if b["role"] == SOVEREIGN:
+        out.append(
+            f"burst: {b['cluster']} is the sovereign cluster; classes {', '.join(regulated) or '(none)'} and any "
+            f"request without a burstable {b['class_header']} stay on it; {', '.join(b['burstable']) or '(none)'} "
+            f"fail over to {', '.join(b['bursts'])} when it is ejected"
+        )
+    for s in b["sizing"]:
+        out.append(
+            f"burst {s['model']}: {s['replicas']} x {s['gpus_per_replica']} GPU replica(s) planned for "
+            f"{s['concurrent_sessions']} sessions / {s['arrival_rate_rps']} req/s, standing {s['standing_replicas']}, "
+            f"up to {s['max_replicas']} | {s['why']}"
+        )
+    for w in b["warmup"]:
+        out.append(f"burst {w['model']}: warm-up {w['seconds']} s | {w['why']}")
+    return out
+
+
+def site_markdown(intents: dict) -> list[str]:
+    parts = []
+    for host, intent in sorted(intents.items()):
+        b = intent.get("burst")
+        if not b:
+            continue
+        parts += [f"## {host}: sovereign burst ({b['role']})", ""]
+        parts += [f"- {line.removeprefix('burst ')}" for line in summary_lines(intent)]
+        parts.append("")
+    return parts

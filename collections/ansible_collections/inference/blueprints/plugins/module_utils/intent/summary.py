@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ..planner import report as plan_report
+from . import burst
 
 
 def pool_text(role: str, pool: dict) -> str:
@@ -59,6 +60,7 @@ def lines(intent: dict) -> list[str]:
         out.extend(f"{model['name']}: WARNING {w}" for w in plan.get("warnings") or [])
     out.extend(f"{d['model']}: {d['what']} = {d['choice']} | {d['why']}" for d in intent.get("decisions") or [])
     out.extend(grid_lines(intent))
+    out.extend(burst.summary_lines(intent))  # sovereign burst: sizing and warm-up budget
     return out
 
 
@@ -106,6 +108,7 @@ def site_markdown(intents: dict) -> str:
                 f"for a smaller answer). {cas['why']}.",
                 "",
             ]
+    parts += burst.site_markdown(intents)
     return "\n".join(parts)
 
 
