@@ -63,7 +63,7 @@ unit: setup
 include mk/*.mk
 
 pytest: setup controlplane
-	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/bench
+	$(PY) -m pytest -q -p no:cacheprovider --durations=30 tests --ignore=tests/bench
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
 # the exit code is non-zero when any failed.

@@ -48,12 +48,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+_CLIENT_LOCK = threading.RLock()  # kubeconfig loads and the shared client (see new_api_client)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -274,19 +277,25 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ clients
     def new_api_client(self, kubeconfig: str | None = None, pool: int = 64):
-        """A new ApiClient for the admin (or the given) kubeconfig, with room for many watches."""
+        """A new ApiClient for the admin (or the given) kubeconfig, with room for many watches.
+
+        Loads are serialised: the kubernetes client names its certificate temp file (kept per
+        content) before it writes it, so a second thread loading the same kubeconfig meanwhile gets
+        an empty file ("[SSL] PEM lib", seen in CI when seeding threads built their first client)."""
         from kubernetes import client, config
 
         cfg = client.Configuration()
-        config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=cfg)
+        with _CLIENT_LOCK:
+            config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = pool
         return client.ApiClient(cfg)
 
     @property
     def api_client(self):
-        if self._api_client is None:
-            self._api_client = self.new_api_client()
-        return self._api_client
+        with _CLIENT_LOCK:  # one client, even when the seeding threads ask for it at once
+            if self._api_client is None:
+                self._api_client = self.new_api_client()
+            return self._api_client
 
     @property
     def dynamic(self):

@@ -299,11 +299,11 @@ def test_many_kinds_in_one_call_in_safe_order_then_a_noop_rerun_writes_nothing(c
         assert order == [
             "Namespace",
             "ConfigMap",  # prerequisites, in list order
-            "Secret",
             "ServiceAccount",
             "Role",
             "ClusterRole",
             "RoleBinding",  # after its Role
+            "Secret",  # after ServiceAccounts (a token Secret whose account is missing is deleted)
             "PrometheusRule",  # every other kind in order of first appearance
             "Deployment",
             "Service",
