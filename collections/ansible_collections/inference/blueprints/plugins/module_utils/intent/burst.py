@@ -300,7 +300,7 @@ def fit(site: dict) -> dict:
             m["traffic"] = _scaled(base, sb["peak_factor"] - 1) or None
             m["policy"] = {**m["policy"], "scale_to_zero": True, "min_replicas": 0}
         models.append(m)
-    given = site.get("slo_given") or [[] for _ in site["models"]]
+    given = site.get("slo_given") or [[] for model in site["models"]]
     keep = [i for i, m in enumerate(site["models"]) if m["name"] in served]
     return {
         **site,
