@@ -54,7 +54,10 @@ def _intent(site_vars, host, mutate=None, env=None, **changes):
 def _refused(site_vars, host, **kw) -> dict[str, str]:
     with pytest.raises(SchemaError) as e:
         _intent(site_vars, host, **kw)
-    return dict(e.value.errors)
+    out: dict[str, str] = {}
+    for path, msg in e.value.errors:
+        out[path] = f"{out[path]}; {msg}" if path in out else msg
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +78,10 @@ def kind(objs, k):
 def test_a_regulated_class_routed_to_a_burst_only_model_is_refused(site_vars):
     def burst_only(v):
         sb = v["sovereign_burst"]
-        sb["clusters"][0]["models"] = []  # the sovereign serves nothing of it...
         v["models"].append({**v["models"][0], "name": "qwen-burst-only"})
-        sb["clusters"][0]["models"] = ["qwen-35b-a3b"]
+        sb["clusters"][0]["models"] = ["qwen-35b-a3b"]  # the sovereign does not serve it
         sb["clusters"][1]["models"] = ["qwen-35b-a3b", "qwen-burst-only"]
-        sb["request_classes"][0]["models"] = ["qwen-35b-a3b", "qwen-burst-only"]  # regulated
-        sb["clusters"][1]["prewarm"] = sb["clusters"][1]["prewarm"]
+        sb["request_classes"][0]["models"] = ["qwen-35b-a3b", "qwen-burst-only"]  # the regulated class
 
     for host in (SOV, BURST):
         errors = _refused(site_vars, host, mutate=burst_only)
@@ -166,12 +167,15 @@ def test_prewarm_holding_what_the_cluster_does_not_run_is_refused(site_vars):
 def test_a_host_that_is_not_a_cluster_and_two_sovereigns_are_refused(site_vars):
     def renamed(v):
         v["sovereign_burst"]["clusters"][1]["name"] = "burst-aws-2"
-        v["sovereign_burst"]["clusters"][1]["role"] = "sovereign"
 
     errors = _refused(site_vars, BURST, mutate=renamed)
-    assert "exactly one cluster has role sovereign" in errors["sovereign_burst.clusters"] or any(
-        "is not one of the clusters" in m for m in errors.values()
-    )
+    assert "'burst-aws-1' is not one of the clusters" in errors["sovereign_burst.clusters"]
+
+    def two_sovereigns(v):
+        v["sovereign_burst"]["clusters"][1]["role"] = "sovereign"
+
+    errors = _refused(site_vars, SOV, mutate=two_sovereigns)
+    assert "exactly one cluster has role sovereign; found 2" in errors["sovereign_burst.clusters"]
 
 
 # ------------------------------------------------------------------ digests across the two intents
