@@ -66,18 +66,55 @@ def die_with_parent() -> Callable[[], None]:
     return preexec
 
 
-# ---------------------------------------------------------------------- process groups
+# ---------------------------------------------------------------------- process groups and marks
 # PR_SET_PDEATHSIG reaches one process; a run such as ansible-playbook forks workers of its own,
-# which would outlive it. Process groups the tests start are therefore also handed to a reaper: a
+# which would outlive it. Worse, each Ansible worker calls setsid() (ansible-core,
+# executor/process/worker.py): its own session and process group, so neither PDEATHSIG (not
+# inherited across fork) nor a kill of the run's process group reaches it or the module it runs.
+# Runs the tests start therefore carry a mark in their environment (MARK_VAR=<unique value>, which
+# every descendant inherits: workers, `sh -c`, the module's python) and are handed to a reaper: a
 # small process in its own session that holds the read end of a pipe only this process writes.
 # When this process ends in any way (SIGKILL included) the pipe closes and the reaper SIGKILLs
-# every group still registered, then exits.
+# every process group and every marked process still registered, then exits.
+MARK_VAR = "INFERENCE_BLUEPRINTS_TEST_RUN"
+
 _REAPER_CODE = r"""
-import os, signal, sys
-groups = set()
+import os, signal, sys, time
+
+def kill_marked(marks):
+    needles = {("%s=%s" % (VAR, m)).encode() for m in marks}
+    for _ in range(50):
+        found = 0
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/environ" % d, "rb") as f:
+                    env = set(f.read().split(b"\0"))
+                with open("/proc/%s/stat" % d, "rb") as f:
+                    zombie = f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+            except OSError:
+                continue
+            if zombie or not (env & needles):
+                continue
+            found += 1
+            try:
+                os.kill(int(d), signal.SIGKILL)
+            except OSError:
+                pass
+        if not found:
+            return
+        time.sleep(0.05)
+
+VAR = sys.argv[1]
+groups, marks = set(), set()
 for line in sys.stdin:
     line = line.strip()
-    if line[:1] == "+":
+    if line[:2] == "+m":
+        marks.add(line[2:])
+    elif line[:2] == "-m":
+        marks.discard(line[2:])
+    elif line[:1] == "+":
         groups.add(int(line[1:]))
     elif line[:1] == "-":
         groups.discard(int(line[1:]))
@@ -86,6 +123,8 @@ for pgid in groups:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+if marks:
+    kill_marked(marks)
 """
 _reaper: dict = {}
 
@@ -97,7 +136,7 @@ def _reaper_pipe():
     proc = _reaper.get("proc")
     if proc is None or proc.poll() is not None or _reaper.get("pid") != os.getpid():
         proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-c", _REAPER_CODE],
+            [sys.executable, "-c", _REAPER_CODE, MARK_VAR],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -106,6 +145,15 @@ def _reaper_pipe():
         )
         _reaper.update(proc=proc, pid=os.getpid())
     return proc.stdin
+
+
+def _tell_reaper(line: str) -> None:
+    proc = _reaper.get("proc")
+    if proc is None or proc.poll() is not None or _reaper.get("pid") != os.getpid():
+        return
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
 
 
 def track_group(pgid: int) -> None:
@@ -117,9 +165,49 @@ def track_group(pgid: int) -> None:
 
 def untrack_group(pgid: int) -> None:
     """The group ended or was stopped: the reaper forgets it."""
-    proc = _reaper.get("proc")
-    if proc is None or proc.poll() is not None or _reaper.get("pid") != os.getpid():
-        return
-    with contextlib.suppress(OSError, ValueError):
-        proc.stdin.write(f"-{pgid}\n")
-        proc.stdin.flush()
+    _tell_reaper(f"-{pgid}")
+
+
+def new_mark() -> str:
+    """A unique value for ``MARK_VAR`` in one run's environment (tracked until ``untrack_mark``)."""
+    mark = f"{os.getpid()}-{os.urandom(8).hex()}"
+    pipe = _reaper_pipe()
+    pipe.write(f"+m{mark}\n")
+    pipe.flush()
+    return mark
+
+
+def untrack_mark(mark: str) -> None:
+    _tell_reaper(f"-m{mark}")
+
+
+def marked(mark: str) -> list[int]:
+    """Live processes whose environment carries ``MARK_VAR=mark`` (however far they detached)."""
+    needle = f"{MARK_VAR}={mark}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{d}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and alive(int(d)):
+            out.append(int(d))
+    return out
+
+
+def kill_marked(mark: str, timeout: float = 5.0) -> list[int]:
+    """SIGKILL every process carrying the mark until none is left (a fork racing the scan is
+    caught by the next one); returns the PIDs still alive after ``timeout`` (none expected)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = marked(mark)
+        if not pids or time.monotonic() > deadline:
+            return pids
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)

@@ -179,3 +179,13 @@ def broken_kubeconfigs(plane, tmp_path_factory) -> dict[str, str]:
         "revoked": variant("revoked", revoked),
         "unreachable": variant("unreachable", unreachable),
     }
+
+
+def pytest_collection_modifyitems(items):
+    """The process test starts a control plane of its own: run it before the package's ``plane``
+    starts, so the catalogue never holds two at once. Only this package's items move, among the
+    slots they already hold."""
+    slots = [i for i, it in enumerate(items) if "tests/reliability/" in str(it.fspath)]
+    mine = sorted((items[i] for i in slots), key=lambda it: it.fspath.basename != "test_processes.py")
+    for i, it in zip(slots, mine, strict=True):
+        items[i] = it

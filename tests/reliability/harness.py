@@ -1,8 +1,9 @@
 """Machinery the reliability catalogue shares (tests/reliability, docs/reliability.md).
 
 * :func:`ansible_playbook` runs a real playbook as a user would (``ansible-playbook`` with the
-  repository's ansible.cfg), in its own process group that dies with the test (even on
-  SIGKILL of the test process), and returns its exit code and combined output.
+  repository's ansible.cfg), in its own process group, its processes marked in their environment
+  (Ansible's workers leave the group: setsid), all of which die with the test (even on SIGKILL of
+  the test process) or at a kill, and returns its exit code and combined output.
 * :class:`Census` counts every object the API server holds: every listable resource that
   discovery reports, listed (``limit=1`` and ``remainingItemCount``), nothing assumed.
 * :func:`read_table` reads a Markdown table of docs/reliability.md: the docs are the catalogue.
@@ -102,6 +103,8 @@ def ansible_playbook(  # noqa: PLR0913 - the options of one ansible-playbook com
         cmd.append("-" + "v" * verbosity)
     cmd += args or []
     deathsig = procutil.die_with_parent()
+    mark = procutil.new_mark()  # every process of the run, workers included, carries it
+    env = {**env, procutil.MARK_VAR: mark}
 
     def preexec() -> None:
         _child_setup()
@@ -129,6 +132,7 @@ def ansible_playbook(  # noqa: PLR0913 - the options of one ansible-playbook com
         killed.set()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        procutil.kill_marked(mark)  # the workers (own sessions) and the modules they run
 
     watchdog = threading.Timer(timeout, kill)
     watchdog.daemon = True
@@ -151,10 +155,13 @@ def ansible_playbook(  # noqa: PLR0913 - the options of one ansible-playbook com
         if proc.poll() is None:
             kill()
             proc.wait()
-        # whatever the run left in its group (workers of a killed run) goes with it
+        # whatever the run left (its group; workers in their own sessions) goes with it
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        left = procutil.kill_marked(mark)
         procutil.untrack_group(proc.pid)
+        if not left:
+            procutil.untrack_mark(mark)
     return Result(rc, "".join(lines), time.monotonic() - t0, killed.is_set(), tasks)
 
 
