@@ -678,7 +678,16 @@ class Client:
                 spent += delay
                 time.sleep(delay)
                 continue
-            raise ApiError(method, path, resp.status, resp.data, resp_headers)
+            err = ApiError(method, path, resp.status, resp.data, resp_headers)
+            if retryable(resp.status, resp_headers):
+                # whatever the caller was doing (discovery included), say that it was throttling
+                err.args = (
+                    f"the API server {self.server} kept throttling {method} {path} (HTTP {resp.status}) "
+                    f"after {attempt} retries over {spent:.0f} s: {err.message}; nothing more was sent. "
+                    "Run again when the API server is less loaded (its priority and fairness settings decide "
+                    "who is throttled); a re-run applies only what is still missing",
+                )
+            raise err
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _unauthorized(self):
