@@ -66,9 +66,11 @@ pytest: setup controlplane
 	$(PY) -m pytest -q -p no:cacheprovider --durations=30 tests --ignore=tests/bench
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
-# the exit code is non-zero when any failed.
+# the exit code is non-zero when any failed. Two tiers at a time (-j2): the molecule scenarios
+# run beside pytest, whose tests spend much of their time waiting on control planes and
+# benchmarks' fixed durations; each tier's output is printed whole when it ends.
 test:
-	$(MAKE) --no-print-directory -k lint sanity pytest molecule
+	$(MAKE) --no-print-directory -k -j2 --output-sync=target lint sanity pytest molecule
 
 bench: setup controlplane
 	$(PY) -m pytest -q -s tests/bench

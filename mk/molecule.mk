@@ -4,6 +4,10 @@
 .PHONY: molecule
 MOLECULE_SCENARIOS ?= $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
+# Every scenario runs even when one fails (as make -k does for tiers); the target fails naming them.
 molecule: setup controlplane
-	@set -e; for s in $(MOLECULE_SCENARIOS); do \
-	  echo "== molecule test -s $$s"; molecule test -s $$s; done
+	@failed=""; for s in $(MOLECULE_SCENARIOS); do \
+	  start=$$(date +%s); echo "== molecule test -s $$s"; \
+	  molecule test -s $$s || failed="$$failed $$s"; \
+	  echo "== molecule $$s: $$(( $$(date +%s) - start )) s"; done; \
+	if [ -n "$$failed" ]; then echo "== molecule scenarios failed:$$failed"; exit 1; fi

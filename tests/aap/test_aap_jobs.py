@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane
 
 from tests.aap import awx
 
@@ -88,8 +89,19 @@ class Jobs:
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster_factory):
-    cluster = cluster_factory("h100-8x2-rdma")
+def aap_cluster():
+    """A control plane of this module's own, stopped after it: the jobs converge the chat site's platform
+    and serving there, and other packages' tests expect a session cluster without them."""
+    cluster = ControlPlane("h100-8x2-rdma").start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def jobs(aap_cluster):
+    cluster = aap_cluster
     inputs, token = _credential_inputs(cluster)
     # its own directory: pytest's basetemp rotation (other sessions on the machine) must not remove it
     workdir = Path(tempfile.mkdtemp(prefix="ib-aap-"))
@@ -204,8 +216,8 @@ def test_render_job_writes_a_tree_without_the_secret(jobs):
     assert not [p for p in files if jobs.secret in p.read_text()]
 
 
-def test_converge_cli_exit_code_when_preflight_fails(jobs, cluster_factory, tmp_path):
-    cluster = cluster_factory("h100-8x2-rdma")
+def test_converge_cli_exit_code_when_preflight_fails(jobs, aap_cluster, tmp_path):
+    cluster = aap_cluster
     root = awx.ROOT
     proc = subprocess.run(
         [
