@@ -1,0 +1,87 @@
+"""The README's reliability table, from what the reliability tests measured.
+
+``python -m tests.reliability.summary`` reads ``.cache/reliability/results.json`` (written by the
+tests in tests/reliability through results.record) and the bad-input catalogue of
+docs/reliability.md, and prints the table the README's "Reliability" section holds. A figure the
+tests have not measured yet reads "not run". Exit code 1 when a must-be-zero figure is not zero.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.reliability import results
+from tests.reliability.harness import read_table
+
+NOT_RUN = "not run"
+
+
+def rows(doc: dict) -> tuple[list[tuple[str, str, str]], bool]:
+    """(what, measured, must) rows, and whether every must-be-zero figure is zero."""
+    ok = True
+    out: list[tuple[str, str, str]] = []
+    catalogue = read_table("Bad input catalogue")
+    bad = doc.get("bad_input") or {}
+    tried = [v for k, v in bad.items() if k in {r["id"] for r in catalogue}]
+    out.append(("Bad-input cases tried (docs/reliability.md)", f"{len(tried)} of {len(catalogue)}", "all"))
+    clear = sum(1 for v in tried if v.get("failed") and v.get("clear"))
+    out.append(("Clear errors (path, what was wrong, what is valid; no traceback)", f"{clear} of {len(tried)}", "all"))
+    written = sum(int(v.get("objects_written") or 0) for v in tried)
+    ok &= written == 0
+    out.append(("Objects written by failed runs", str(written) if tried else NOT_RUN, "0"))
+
+    faults = doc.get("faults") or {}
+    cases = [k for k in faults if k != "rerun"]
+    fclear = sum(1 for k in cases if faults[k].get("clear"))
+    out.append(("Operator and API faults with a clear message (timeout, admission, conflict, 409, 429, no CRD)",
+                f"{fclear} of {len(cases)}" if cases else NOT_RUN, "all"))  # fmt: skip
+
+    inter = (doc.get("interruptions") or {}).get("example-chat")
+    if inter:
+        measured = f"{inter['survived']} of {inter['kills']} (seed {inter['seed']}, checked every 5th)"
+        out.append(("site.yml runs SIGKILLed at seeded-random tasks, then converged on re-run", measured, "all"))
+        ok &= inter["survived"] == inter["kills"] and inter.get("teardown_left", 0) == 0
+        out.append(("teardown.yml runs killed part-way, then a full teardown left", f"{inter['teardown_left']} objects "
+                    f"after {inter['teardown_kills']} kills", "0"))  # fmt: skip
+    else:
+        out.append(("site.yml runs killed with SIGKILL, then converged on re-run", NOT_RUN, "all"))
+
+    secrets = doc.get("secrets") or {}
+    leaked = sum(int(v.get("leaked") or 0) for v in secrets.values())
+    ok &= leaked == 0
+    files = sum(int(v.get("files") or 0) for v in secrets.values())
+    out.append(("Secrets leaked (canaries in -vvv output, artifacts, trees, reports, objects)",
+                f"{leaked} (in {files} files and the objects)" if secrets else NOT_RUN, "0"))  # fmt: skip
+
+    teardown = doc.get("teardown") or {}
+    left = sum(int(v.get("labelled_left") or 0) + int(v.get("orphans") or 0) for v in teardown.values())
+    extra = sum(int(v.get("objects_after_teardown", 0)) - int(v.get("objects_before", 0)) for v in teardown.values())
+    ok &= left == 0 and extra == 0
+    out.append(("Teardown leftovers (labelled objects, orphans, objects above the start) over every example",
+                f"{left + max(extra, 0)} over {len(teardown)} sites" if teardown else NOT_RUN, "0"))  # fmt: skip
+
+    procs = (doc.get("processes") or {}).get("sigkill_parent")
+    if procs:
+        ok &= procs["survivors"] == 0
+        measured = f"{procs['survivors']} of {procs['children']} (gone in {procs['gone_in_seconds']} s)"
+        out.append(("Processes left after the tests' parent is SIGKILLed", measured, "0"))
+    else:
+        out.append(("Processes left after the tests' parent is SIGKILLed", NOT_RUN, "0"))
+    return out, ok
+
+
+def table(doc: dict) -> tuple[str, bool]:
+    body, ok = rows(doc)
+    lines = ["| What | Measured | Must be |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in body]
+    return "\n".join(lines), ok
+
+
+def main() -> int:
+    text, ok = table(results.load())
+    print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
