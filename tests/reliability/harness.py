@@ -174,19 +174,29 @@ class Census:
         self._resources: list[tuple[str, str, bool]] | None = None
 
     def resources(self, refresh: bool = False) -> list[tuple[str, str, bool]]:
-        """(group/version path, plural, namespaced) of every listable resource, preferred versions."""
+        """(group/version path, plural, namespaced) of every listable resource of every group, once
+        (from the group's preferred version when it serves the resource)."""
         if self._resources is not None and not refresh:
             return self._resources
         out = []
         core = request(self.api, "GET", "/api/v1")
         out += [("/api/v1", r["name"], r["namespaced"]) for r in core["resources"] if self._listable(r)]
         for group in request(self.api, "GET", "/apis")["groups"]:
-            gv = group["preferredVersion"]["groupVersion"]
-            try:
-                doc = request(self.api, "GET", f"/apis/{gv}")
-            except Exception:  # noqa: BLE001 - an aggregated API that is down lists nothing
-                continue
-            out += [(f"/apis/{gv}", r["name"], r["namespaced"]) for r in doc["resources"] if self._listable(r)]
+            # every resource of the group, from the preferred version where it serves it, else from
+            # the first version that does (serving.kserve.io prefers v1beta1, which has no
+            # LLMInferenceService: the preferred version alone would miss it)
+            preferred = group["preferredVersion"]["groupVersion"]
+            versions = [preferred] + [v["groupVersion"] for v in group["versions"] if v["groupVersion"] != preferred]
+            seen: set[str] = set()
+            for gv in versions:
+                try:
+                    doc = request(self.api, "GET", f"/apis/{gv}")
+                except Exception:  # noqa: BLE001, S112 - an aggregated API that is down lists nothing
+                    continue
+                for r in doc["resources"]:
+                    if self._listable(r) and r["name"] not in seen:
+                        seen.add(r["name"])
+                        out.append((f"/apis/{gv}", r["name"], r["namespaced"]))
         self._resources = out
         return out
 
