@@ -38,7 +38,10 @@ def rows(doc: dict) -> tuple[list[tuple[str, str, str]], bool]:
 
     inter = (doc.get("interruptions") or {}).get("example-chat")
     if inter:
-        measured = f"{inter['survived']} of {inter['kills']} (seed {inter['seed']}, checked every 5th)"
+        measured = (
+            f"{inter['survived']} of {inter['kills']} ({inter['killed']} still running at their kill point; "
+            f"seed {inter['seed']}; full re-run compared after every 5th)"
+        )
         out.append(("site.yml runs SIGKILLed at seeded-random tasks, then converged on re-run", measured, "all"))
         ok &= inter["survived"] == inter["kills"] and inter.get("teardown_left", 0) == 0
         out.append(("teardown.yml runs killed part-way, then a full teardown left", f"{inter['teardown_left']} objects "
