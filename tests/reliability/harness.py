@@ -268,6 +268,22 @@ def object_path(obj: dict) -> str:
     return f"{base}{ns}/{plurals[obj['kind']]}/{meta['name']}"
 
 
+def delete_namespace(api_client, name: str, timeout: float = 120.0) -> None:
+    """Delete a namespace the test made and wait until it is gone: the namespace controller empties
+    it in the background, and the tests after this one count every object."""
+    with contextlib.suppress(Exception):
+        request(api_client, "DELETE", f"/api/v1/namespaces/{name}")
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            request(api_client, "GET", f"/api/v1/namespaces/{name}")
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) == 404:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"namespace {name} still there {timeout:.0f} s after its deletion")
+
+
 def quiet_total(census: Census, settle: float = 2.0, timeout: float = 120.0) -> int:
     """The object count once it has not moved for ``settle`` seconds (controllers finishing)."""
     end = time.monotonic() + timeout

@@ -14,7 +14,15 @@ import re
 import pytest
 
 from tests.reliability import results
-from tests.reliability.harness import PLAYBOOKS, TRACEBACK, ansible_env, ansible_playbook, copy_inventory, quiet_total
+from tests.reliability.harness import (
+    PLAYBOOKS,
+    TRACEBACK,
+    ansible_env,
+    ansible_playbook,
+    copy_inventory,
+    delete_namespace,
+    quiet_total,
+)
 from tests.reliability.test_faults import serving_namespace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -73,4 +81,4 @@ def test_serving_stage_with_namespace_rights_names_the_missing_cluster_right(pla
         assert after == before, f"{after - before} objects written by the refused run"
     finally:
         ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=admin)
-        plane.call("DELETE", f"/api/v1/namespaces/{ACCOUNT_NS}")
+        delete_namespace(plane.census.api, ACCOUNT_NS)

@@ -41,6 +41,7 @@ from tests.reliability.harness import (
     ansible_env,
     ansible_playbook,
     copy_inventory,
+    delete_namespace,
 )
 from tests.reliability.test_teardown import changed_count
 
@@ -245,7 +246,7 @@ def test_conflict_without_force_is_a_clear_409_and_a_rerun_is_safe(plane, tmp_pa
         assert_clear(again, rf"conflict applying ConfigMap {ns}/cfg")
         results.record("faults", "conflict_409", {"clear": True, "message": err[:400]})
     finally:
-        plane.call("DELETE", f"/api/v1/namespaces/{ns}")
+        delete_namespace(plane.census.api, ns)
 
 
 class _Throttle(http.server.BaseHTTPRequestHandler):

@@ -27,6 +27,7 @@ from tests.reliability.harness import (
     ansible_playbook,
     apply_edit,
     copy_inventory,
+    delete_namespace,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -213,4 +214,4 @@ def test_no_canary_secret_appears_anywhere(plane, tmp_path):
         assert teardown.rc == 0, teardown.output[-2000:]
         for name in ("converger", "api-key-user"):
             plane.call("DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{TEST_NS}-{name}")
-        plane.call("DELETE", f"/api/v1/namespaces/{TEST_NS}")
+        delete_namespace(plane.census.api, TEST_NS)
