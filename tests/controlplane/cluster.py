@@ -56,6 +56,18 @@ from typing import Any
 
 import yaml
 
+def _read_whole_json(path: Path, timeout: float = 10) -> dict:
+    """A JSON file another process may still be writing (kcp writes ready.json in place): read until it parses."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 _CLIENT_LOCK = threading.RLock()  # kubeconfig loads and the shared client (see new_api_client)
 
 HERE = Path(__file__).resolve().parent
@@ -204,7 +216,7 @@ class ControlPlane:
                 self.stop()
                 raise ControlPlaneError(f"control plane not ready after {timeout}s:\n{self._log_tail()}")
             time.sleep(0.05)
-        info = json.loads(ready.read_text())
+        info = _read_whole_json(ready)
         self.server = info["server"]
         self.timings["kcp_ready"] = time.monotonic() - t0
         try:
@@ -894,7 +906,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "rss_bytes": cp.rss_bytes(),
         "kserve": kserve_controller.state(cp.kserve),
     }
-    (wd / "state.json").write_text(json.dumps(state, indent=2))
+    # written whole, then renamed: `up` polls for the file and reads it as soon as it exists
+    # (a plain write_text let it read an empty file when two planes started at once, in CI)
+    tmp = wd / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, wd / "state.json")
     while not stop["now"] and cp.proc.poll() is None:
         if cp.kserve and cp.kserve.proc.poll() is not None:
             (wd / "error.txt").write_text(f"the KServe controller exited:\n{cp.kserve.log_tail()}")
