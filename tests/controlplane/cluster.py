@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml
 
+
 def _read_whole_json(path: Path, timeout: float = 10) -> dict:
     """A JSON file another process may still be writing (kcp writes ready.json in place): read until it parses."""
     deadline = time.monotonic() + timeout
