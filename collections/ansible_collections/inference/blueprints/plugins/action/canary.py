@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import time
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import canary as rules
@@ -145,23 +144,20 @@ def markdown(results: list[dict], can: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = False
-    _supports_async = False
+class ActionModule(intents_mod.IntentAction):
+    _supports_check_mode = False  # a canary changes objects and benchmarks them: nothing to preview
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._args()
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
         try:
-            intent = intents_mod.get(task_vars, [host], variable_manager=self._task.get_variable_manager())[host]
+            intent = self._intents(task_vars, [host])[host]
         except SchemaError as e:
-            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
-            return result
+            return self._schema_failure(result, e)
         can = intent["verify"]["canary"]
         if not (can.get("image") or can.get("engine_args") or can.get("model_uri")):
             result.update(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import calib, report
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import spec as slo_spec
@@ -36,23 +35,19 @@ def model_benchmarks(intent: dict, endpoints: dict) -> tuple[list[dict], list[st
     return results, skipped
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(intents_mod.IntentAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._args()
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
         try:
-            intent = intents_mod.get(task_vars, [host], variable_manager=self._task.get_variable_manager())[host]
+            intent = self._intents(task_vars, [host])[host]
         except SchemaError as e:
-            result.update(failed=True, msg=str(e), errors=[{"path": p, "msg": m} for p, m in e.errors])
-            return result
+            return self._schema_failure(result, e)
         result["changed"] = False
         if self._task.check_mode:
             result.update(skipped=True, msg="check mode: no load is sent")
