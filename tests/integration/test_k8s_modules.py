@@ -543,6 +543,69 @@ def test_concurrent_waits_time_out_naming_every_pending_object(cluster, ns):
     assert 3 <= failed["elapsed"] < 6, failed["elapsed"]  # stops at the deadline, not after per-object timeouts
 
 
+def test_crd_established_is_read_from_discovery_and_a_refused_crd_times_out_with_its_condition(cluster, ns, tmp_path):
+    """An Established CRD is found in one aggregated discovery read, never fetched in full (the
+    LLMInferenceService CRD is ~740 KB); a CRD the API server will not establish (its kind clashes
+    with another CRD of the group, so NamesAccepted=False) is read in full and the timeout quotes
+    its condition."""
+    group = f"{ns}.example.com"
+    good = _widget_crd(group)
+    clash = _widget_crd(group)
+    clash["metadata"]["name"] = f"gadgets.{group}"
+    clash["spec"]["names"] = {"kind": "Widget", "plural": "gadgets", "singular": "gadget", "listKind": "WidgetList"}
+    trace, cache = tmp_path / "trace.jsonl", tmp_path / "cache"
+    try:
+        for crd in (good, clash):
+            made = cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+            assert made.returncode == 0, made.stderr
+        ok = cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=60s")
+        assert ok.returncode == 0, ok.stderr
+
+        def wait_task(names, timeout):
+            specs = [
+                {
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "name": n,
+                    "condition": "Established",
+                }
+                for n in names
+            ]
+            return (
+                "- name: Wait\n  inference.blueprints.k8s_wait:\n"
+                f"    objects: {json.dumps(specs)}\n    timeout: {timeout}\n"
+            )
+
+        run = run_playbook(
+            _traced_play(wait_task([f"widgets.{group}"], 30), trace, cache), kubeconfig=cluster.kubeconfig
+        )
+        assert run.rc == 0, run.failure_messages()
+        result = run.results_of("inference.blueprints.k8s_wait")[0]["objects"]
+        assert result[0]["ready"] and result[0]["seen"] == "Established=True (its resource is served)", result
+        paths = [e["path"] for e in _trace(trace) if e.get("method") == "GET"]
+        assert "/apis" in paths, paths
+        assert not [p for p in paths if "customresourcedefinitions" in p], paths
+
+        trace.unlink()
+        run = run_playbook(
+            _traced_play(wait_task([f"widgets.{group}", f"gadgets.{group}"], 3), trace, cache),
+            kubeconfig=cluster.kubeconfig,
+        )
+        assert run.rc != 0
+        msg = run.failure_messages()
+        assert (
+            f"CustomResourceDefinition gadgets.{group} (apiextensions.k8s.io/v1): waited for condition "
+            "Established=True; last saw Established=False reason=NotAccepted" in msg
+        ), msg
+        assert f"widgets.{group} (" not in msg, msg
+        paths = [e["path"] for e in _trace(trace) if e.get("method") == "GET"]
+        assert f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{group}" in paths, paths
+        assert f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}" not in paths, paths
+    finally:
+        for crd in (good, clash):
+            cluster.kubectl("delete", "crd", crd["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
 def test_forbidden_names_verb_resource_and_namespace(cluster, ns):
     sa_kubeconfig = cluster.mint_sa_kubeconfig(ns, "nobody")
     cm = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns}, "data": {"a": "b"}}]

@@ -136,7 +136,8 @@ class TestH100:
         assert len(applies) == 1
         actions = {(o["kind"], o["action"]) for o in applies[0]["objects"]}
         assert ("Subscription", "created") in actions and ("ClusterPolicy", "created") in actions
-        assert not run.results_of("inference.blueprints.k8s_wait")
+        # nothing is waited for in check mode
+        assert "waited" not in applies[0] and not run.results_of("inference.blueprints.k8s_wait")
 
     def test_clusterpolicy_never_ready_fails_with_the_timeout_message(self, cp):
         cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
@@ -152,8 +153,11 @@ class TestH100:
         assert "ClusterPolicy gpu-cluster-policy (nvidia.com/v1)" in msg
         assert "waited for status.state == 'ready'" in msg
         assert "last saw status.state=" in msg
-        # only the tagged component: its operator, then its operands
-        applied = {o["kind"] for r in run.results_of("inference.blueprints.k8s_apply") for o in r["objects"]}
+        # only the tagged component: its operator, then its operands (the task that applied them failed
+        # on its wait, and still lists what it applied)
+        applies = [r for r in run.results if r[2] == "inference.blueprints.k8s_apply"]
+        assert [r[3] for r in applies] == ["ok", "failed"]
+        applied = {o["kind"] for r in applies for o in r[4]["objects"]}
         assert "ClusterPolicy" in applied and "NodeFeatureDiscovery" not in applied
 
     def test_converge_then_noop(self, cp):
@@ -161,10 +165,11 @@ class TestH100:
         assert presets, "the KServe controller installs its presets at start"
         first = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig))
         assert first.changed > 0
-        # each phase: one apply, one wait
-        assert len(first.results_of("inference.blueprints.k8s_apply")) == 2
-        assert len(first.results_of("inference.blueprints.k8s_wait")) == 2
-        waited = [o["ref"] for r in first.results_of("inference.blueprints.k8s_wait") for o in r["objects"]]
+        # each phase: one task that applies, then waits for everything at once
+        applies = first.results_of("inference.blueprints.k8s_apply")
+        assert len(applies) == 2 and not first.results_of("inference.blueprints.k8s_wait")
+        assert all(o["ready"] for r in applies for o in r["waited"])
+        waited = [o["ref"] for r in applies for o in r["waited"]]
         assert any(ref.startswith("ClusterServiceVersion nvidia-gpu-operator/") for ref in waited)
         assert "CustomResourceDefinition llminferenceservices.serving.kserve.io (apiextensions.k8s.io/v1)" in waited
         # operands of APIs this cluster does not serve are named, not applied

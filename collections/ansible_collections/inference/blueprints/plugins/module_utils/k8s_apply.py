@@ -29,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
 
 try:
@@ -50,6 +51,8 @@ ARGUMENT_SPEC = dict(
     force_conflicts=dict(type="bool", default=True),
     wait_deleted=dict(type="bool", default=True),
     wait_timeout=dict(type="int", default=300),
+    # readiness tests checked, all at once, after a successful apply (k8s_wait's objects)
+    wait_for=dict(type="list", elements="dict", default=[], options=k8s_wait.ARGUMENT_SPEC["objects"]["options"]),
     **kc.AUTH_ARG_SPEC,
 )
 MUTUALLY_EXCLUSIVE = [("objects", "definition")]
@@ -679,7 +682,8 @@ def run(params, check_mode=False, diff=False, env=None):
         return {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
     if not kc.HAS_KUBERNETES:
         return {"failed": True, "msg": f"k8s_apply needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}
-    if not objs:
+    waits = params.get("wait_for") if params["state"] == "present" and not check_mode else []
+    if not objs and not waits:
         return {"changed": False, "objects": []}
     try:
         client = kc.get_client(params, env)
@@ -695,4 +699,11 @@ def run(params, check_mode=False, diff=False, env=None):
             "objects": results,
             "changed": any(r["action"] not in ("unchanged", "absent") for r in results),
         }
-    return {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
+    out = {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
+    if waits:
+        # the same engine as k8s_wait, on this task's client: one task, one connection, one discovery
+        waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP)
+        out.update(waited=waited["objects"], wait_elapsed=waited["elapsed"])
+        if waited.get("failed"):
+            out.update(failed=True, msg=waited["msg"])
+    return out

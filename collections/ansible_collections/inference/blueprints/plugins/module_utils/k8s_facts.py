@@ -9,6 +9,7 @@ client (:mod:`k8s_client`) and turns the outcome into the task result.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import (
@@ -81,10 +82,15 @@ def reader(client):
     The served groups and their resources come from one fresh aggregated discovery (two
     requests instead of one per group/version), which also refreshes the discovery cache
     the later tasks of the run read.
+
+    ``get.prefetch(paths)`` reads paths the facts will need concurrently (PREFETCH_WORKERS at a
+    time) and keeps each answer, or its error, for the one ``get`` that asks for it: the reads
+    then cost about one round trip instead of one each.
     """
     data = client.discovery.refresh()
+    fetched = {}
 
-    def get(path):
+    def read(path):
         answer = from_discovery(data, path)
         if answer is not _NOT_FROM_DISCOVERY:
             return answer
@@ -95,7 +101,33 @@ def reader(client):
                 return None
             raise kc.ClientError(f"GET {path}: {exc.message}") from exc
 
+    def outcome(path):
+        try:
+            return read(path), None
+        except kc.ClientError as exc:
+            return None, exc
+
+    def prefetch(paths):
+        wanted = [p for p in dict.fromkeys(paths) if p not in fetched]
+        if len(wanted) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=min(PREFETCH_WORKERS, len(wanted))) as pool:
+            for i, answer in enumerate(pool.map(outcome, wanted)):
+                fetched[wanted[i]] = answer
+
+    def get(path):
+        if path not in fetched:
+            return read(path)
+        answer, error = fetched.pop(path)
+        if error is not None:
+            raise error
+        return answer
+
+    get.prefetch = prefetch
     return get
+
+
+PREFETCH_WORKERS = 8
 
 
 def run(params, check_mode=False, diff=False, env=None):

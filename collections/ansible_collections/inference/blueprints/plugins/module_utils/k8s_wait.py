@@ -6,6 +6,14 @@ Every object still waiting is read concurrently on each poll, against one deadli
 start 0.25 s apart and slow down (doubling) to the task's ``sleep``, so objects that are
 ready at once cost one round trip. On timeout the message names every object still
 waiting, the test it waited for and what it last saw.
+
+A CustomResourceDefinition waited on for ``Established=True`` is first looked up in one live
+aggregated discovery read (``GET /apis``) per poll: the apiextensions discovery controller lists
+a CRD's resource only once the CRD is Established (k8s.io/apiextensions-apiserver v0.36,
+pkg/apiserver/customresource_discovery_controller.go, ``sync``), so a listed resource is an
+Established CRD. That read is a few KB where some CRDs are most of a megabyte (KServe's
+LLMInferenceService CRD is ~740 KB of schema); a CRD not listed is read in full, so a timeout
+still reports its conditions.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+
+DEFAULT_SLEEP = 2.0  # the longest pause between polls (k8s_wait's ``sleep`` default; k8s_apply's wait_for)
 
 ARGUMENT_SPEC = dict(
     objects=dict(
@@ -32,7 +42,7 @@ ARGUMENT_SPEC = dict(
         ),
     ),
     timeout=dict(type="int", default=600),
-    sleep=dict(type="float", default=2),
+    sleep=dict(type="float", default=DEFAULT_SLEEP),
     **kc.AUTH_ARG_SPEC,
 )
 
@@ -120,14 +130,50 @@ def report(specs, state):
     ]
 
 
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+
+
+def established_by_discovery(spec):
+    """(group, plural) for a wait on a CRD's ``Established=True``, else None."""
+    if spec["kind"] != "CustomResourceDefinition" or spec["apiVersion"] != CRD_API_VERSION:
+        return None
+    if spec.get("condition") != "Established" or str(spec.get("status") or "True") != "True":
+        return None
+    plural, _, group = spec["name"].partition(".")
+    return (group, plural) if group else None
+
+
+def served_resources(client):
+    """{(group, plural)} the server lists now in aggregated discovery; None when it has none."""
+    try:
+        doc = client.request("GET", "/apis", accept=kc.AGGREGATED_ACCEPT)
+    except (kc.ApiError, kc.ClientError):
+        return None
+    if doc.get("kind") != "APIGroupDiscoveryList":
+        return None
+    _, resources, stale = kc.parse_aggregated(doc)
+    served = set()
+    for gv, kinds in resources.items():
+        if gv in stale:
+            continue
+        group = gv.rpartition("/")[0]
+        served.update((group, entry[0]) for entry in kinds.values())
+    return served
+
+
 def wait(client, specs, timeout, sleep):
     """Poll every object until all are ready or the deadline passes; return the task result."""
     start = time.monotonic()
     deadline = start + timeout
     state = {i: (False, "not checked") for i in range(len(specs))}
+    by_discovery = {i: established_by_discovery(spec) for i, spec in enumerate(specs)}
+    served = set()
 
     def check(i):
         spec = specs[i]
+        if by_discovery[i] in served:
+            state[i] = (True, "Established=True (its resource is served)")
+            return None
         try:
             resource = client.resource(spec["apiVersion"], spec["kind"], refresh_after=REDISCOVER_AFTER)
         except kc.KindNotServed as exc:
@@ -147,6 +193,8 @@ def wait(client, specs, timeout, sleep):
     with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(specs)))) as pool:
         while True:
             pending = [i for i in range(len(specs)) if not state[i][0]]
+            if any(by_discovery[i] for i in pending):
+                served = served_resources(client) or set()
             errors = [e for e in pool.map(check, pending) if e]
             elapsed = round(time.monotonic() - start, 1)
             if errors:

@@ -100,9 +100,50 @@ options:
     default: true
   wait_timeout:
     description:
-      - Seconds to wait for deletions, and for new CustomResourceDefinitions to be Established.
+      - Seconds to wait for deletions, for new CustomResourceDefinitions to be Established, and for
+        O(wait_for) (all its objects together).
     type: int
     default: 300
+  wait_for:
+    description:
+      - Readiness tests checked after a successful apply, all at once and on the task's own
+        connection, the way M(inference.blueprints.k8s_wait) checks its O(inference.blueprints.k8s_wait#module:objects):
+        one task applies a stage's objects and waits for them. Skipped in check mode and with
+        O(state=absent) or O(delivery=render).
+      - On timeout the task fails with a message naming every object still waiting, the test and
+        what it last saw; RV(objects) still lists what was applied.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      apiVersion:
+        description: API version of the object.
+        type: str
+        required: true
+      kind:
+        description: Kind of the object.
+        type: str
+        required: true
+      name:
+        description: Name of the object.
+        type: str
+        required: true
+      namespace:
+        description: Namespace, for namespaced kinds.
+        type: str
+      condition:
+        description: Type of a C(status.conditions) entry that must have O(wait_for[].status).
+        type: str
+      status:
+        description: Wanted status of O(wait_for[].condition).
+        type: str
+        default: "True"
+      field:
+        description: Dotted path of a field (for example C(status.state)) that must equal O(wait_for[].value).
+        type: str
+      value:
+        description: Wanted value of O(wait_for[].field); a list means any of these values.
+        type: raw
 notes:
   - Objects of a kind the cluster does not serve fail, before anything is written, with a message
     naming the kind, the API version and what the API group serves. With O(state=absent) they are
@@ -173,6 +214,25 @@ objects:
       description: File written, with O(delivery=render).
       type: str
       returned: with O(delivery=render)
+waited:
+  description: The final state seen for each O(wait_for) object.
+  returned: when O(wait_for) was checked
+  type: list
+  elements: dict
+  contains:
+    ref:
+      description: Kind, namespace/name and API version.
+      type: str
+    ready:
+      description: Whether the object met its test.
+      type: bool
+    seen:
+      description: What was last seen.
+      type: str
+wait_elapsed:
+  description: Seconds spent checking O(wait_for).
+  returned: when O(wait_for) was checked
+  type: float
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

@@ -97,14 +97,11 @@ EXAMPLES = r"""
     phase: operators
   register: operators
 
-- name: Apply them in one call
+- name: Apply them in one call, then wait for every Subscription and CSV at once
   inference.blueprints.k8s_apply:
     objects: "{{ operators.objects }}"
-
-- name: Wait for every Subscription and CSV at once
-  inference.blueprints.k8s_wait:
-    objects: "{{ operators.waits }}"
-    timeout: "{{ operators.wait_timeout }}"
+    wait_for: "{{ operators.waits }}"
+    wait_timeout: "{{ operators.wait_timeout }}"
 """
 
 RETURN = r"""
