@@ -17,6 +17,8 @@ from pathlib import Path
 import ansible_runner
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from controlplane import procutil  # noqa: E402
 
 
 @dataclass
@@ -70,6 +72,10 @@ def run_playbook(
         }
         if kubeconfig:
             envvars["K8S_AUTH_KUBECONFIG"] = str(kubeconfig)
+        # every process of the run carries the mark (Ansible's workers leave its process group):
+        # the reaper kills them if this test process dies, and whatever outlives the run goes below
+        mark = procutil.new_mark()
+        envvars[procutil.MARK_VAR] = mark
         cmdline = []
         if check:
             cmdline.append("--check")
@@ -119,6 +125,8 @@ def run_playbook(
             quiet=True,
         )
         stdout = runner.stdout.read() if runner.stdout else ""
+        if not procutil.kill_marked(mark):
+            procutil.untrack_mark(mark)
         return Run(rc=runner.rc, status=runner.status, stats=runner.stats or {}, results=results, stdout=stdout)
     finally:
         shutil.rmtree(pdd, ignore_errors=True)

@@ -72,6 +72,9 @@ def _read_whole_json(path: Path, timeout: float = 10) -> dict:
 _CLIENT_LOCK = threading.RLock()  # kubeconfig loads and the shared client (see new_api_client)
 
 HERE = Path(__file__).resolve().parent
+# A run that starts a detached plane (molecule scenarios, from mk/molecule.mk) names itself here; the
+# plane stops when that process is gone, so an interrupted `make test` leaves no control plane behind.
+OWNER_ENV = "CLUSTER_OWNER_PID"
 REPO = HERE.parents[1]
 if str(HERE.parent) not in sys.path:  # make tests/simulator importable when run as a script
     sys.path.insert(0, str(HERE.parent))
@@ -912,7 +915,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tmp = wd / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=2))
     os.replace(tmp, wd / "state.json")
+    owner = args.owner_pid
     while not stop["now"] and cp.proc.poll() is None:
+        if owner and not _alive(owner):
+            # the run that started this plane is gone (make test or molecule interrupted): stop with it
+            print(f"owner process {owner} is gone: stopping", file=sys.stderr)
+            break
         if cp.kserve and cp.kserve.proc.poll() is not None:
             (wd / "error.txt").write_text(f"the KServe controller exited:\n{cp.kserve.log_tail()}")
             print(f"the KServe controller exited; see {cp.kserve.log}", file=sys.stderr)
@@ -943,6 +951,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         cmd += ["--sim-delay", str(args.sim_delay)]
     if args.kserve is not None:
         cmd += ["--kserve" if args.kserve else "--no-kserve"]
+    if args.owner_pid:
+        cmd += ["--owner-pid", str(args.owner_pid)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     t0 = time.monotonic()
@@ -1009,6 +1019,12 @@ def main(argv: list[str] | None = None) -> int:
             action=argparse.BooleanOptionalAction,
             default=None,
             help=f"run the real KServe LLMInferenceService controller (default: ${kserve_controller.ENV_SWITCH}, off)",
+        )
+        sp.add_argument(
+            "--owner-pid",
+            type=int,
+            default=int(os.environ.get(OWNER_ENV) or 0) or None,
+            help=f"stop the plane when this process is gone (default: ${OWNER_ENV}; unset: run until `down`)",
         )
     sp = sub.add_parser("down")
     sp.add_argument("--dir", default=str(REPO / ".cluster"))

@@ -79,3 +79,49 @@ def test_every_child_dies_when_the_parent_is_sigkilled(tmp_path):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert not survivors, f"still running {GRACE:.0f} s after the parent's SIGKILL: {survivors}"
+
+
+def test_a_detached_control_plane_stops_when_its_owner_is_gone(tmp_path):
+    """`cluster.py up` detaches the plane on purpose (make cluster-up, the demo); a run that starts it
+    for itself (the molecule scenarios: mk/molecule.mk sets CLUSTER_OWNER_PID to its recipe shell)
+    names an owner, and the plane must stop when that owner dies, even by SIGKILL."""
+    owner = subprocess.Popen(["sleep", "600"], start_new_session=True)  # noqa: S607 - coreutils sleep
+    wd = tmp_path / "plane"
+    t0 = time.monotonic()
+    try:
+        up = subprocess.run(  # noqa: S603 - our own interpreter and script
+            [sys.executable, "tests/controlplane/cluster.py", "up", "--dir", str(wd), "--no-kserve"],
+            cwd=ROOT,
+            env={**os.environ, "CLUSTER_OWNER_PID": str(owner.pid)},
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
+        )
+        assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+        state = json.loads((wd / "state.json").read_text())
+        plane = [state["manager_pid"], state["kcp_pid"]]
+        assert all(procutil.alive(p) for p in plane)
+        owner.kill()
+        owner.wait()
+        killed = time.monotonic()
+        while any(procutil.alive(p) for p in plane) and time.monotonic() - killed < 60:
+            time.sleep(0.2)
+        left = [p for p in plane if procutil.alive(p)]
+        gone_in = time.monotonic() - killed
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        subprocess.run(  # noqa: S603 - leave nothing behind even when the test fails
+            [sys.executable, "tests/controlplane/cluster.py", "down", "--dir", str(wd)],
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        )
+    results.record(
+        "processes",
+        "owner_gone",
+        {"survivors": len(left), "gone_in_seconds": round(gone_in, 2), "seconds": round(time.monotonic() - t0, 1)},
+    )
+    assert not left, f"the plane ({left}) still runs 60 s after its owner {owner.pid} was SIGKILLed"
+    assert not (wd / "state.json").exists(), "a plane that stopped leaves no state.json"

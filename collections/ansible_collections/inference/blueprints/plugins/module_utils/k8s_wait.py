@@ -139,8 +139,8 @@ def established_by_discovery(spec):
         return None
     if spec.get("condition") != "Established" or str(spec.get("status") or "True") != "True":
         return None
-    plural, _, group = spec["name"].partition(".")
-    return (group, plural) if group else None
+    plural, dot, group = spec["name"].partition(".")
+    return (group, plural) if dot and group else None
 
 
 def served_resources(client):
@@ -151,7 +151,7 @@ def served_resources(client):
         return None
     if doc.get("kind") != "APIGroupDiscoveryList":
         return None
-    _, resources, stale = kc.parse_aggregated(doc)
+    resources, stale = kc.parse_aggregated(doc)[1:]
     served = set()
     for gv, kinds in resources.items():
         if gv in stale:

@@ -107,8 +107,8 @@ options:
   wait_for:
     description:
       - Readiness tests checked after a successful apply, all at once and on the task's own
-        connection, the way M(inference.blueprints.k8s_wait) checks its O(inference.blueprints.k8s_wait#module:objects):
-        one task applies a stage's objects and waits for them. Skipped in check mode and with
+        connection, the way M(inference.blueprints.k8s_wait) checks its O(inference.blueprints.k8s_wait#module:objects).
+        So one task applies a stage's objects and waits for them. Skipped in check mode and with
         O(state=absent) or O(delivery=render).
       - On timeout the task fails with a message naming every object still waiting, the test and
         what it last saw; RV(objects) still lists what was applied.
