@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import ansible_runner
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,14 +21,19 @@ def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, fork
     """Run a playbook; return wall seconds, seconds spent in readiness waits, rc and changed count."""
     pdd = tempfile.mkdtemp(prefix="ib-bench-")
     waits = []
+    applied = []  # (kubeconfig context, apiVersion, kind, namespace, name) in apply order
 
     def on_event(ev):
         data = ev.get("event_data", {})
         action = data.get("resolved_action") or data.get("task_action", "")
+        res = data.get("res") or {}
         if ev.get("event") == "runner_on_ok" and action.endswith("k8s_wait"):
-            waits.append(float((data.get("res") or {}).get("elapsed") or data.get("duration") or 0.0))
+            waits.append(float(res.get("elapsed") or data.get("duration") or 0.0))
         elif ev.get("event") == "runner_on_ok" and action.endswith("k8s_apply"):
-            waits.append(float((data.get("res") or {}).get("wait_elapsed") or 0.0))
+            waits.append(float(res.get("wait_elapsed") or 0.0))
+            for o in res.get("objects") or []:
+                if o.get("action") in ("created", "configured", "unchanged"):
+                    applied.append((data.get("host"), o["apiVersion"], o["kind"], o.get("namespace") or "", o["name"]))
         return True
 
     env = {
@@ -55,7 +61,14 @@ def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, fork
         wall = time.monotonic() - start
         changed = sum((r.stats or {}).get("changed", {}).values())
         out = r.stdout.read()[-3000:] if r.rc and r.stdout else ""
-        return {"wall": wall, "waits": sum(waits), "rc": r.rc, "changed": changed, "tail": out}
+        return {
+            "wall": wall,
+            "waits": sum(waits),
+            "rc": r.rc,
+            "changed": changed,
+            "tail": out,
+            "applied": list(dict.fromkeys(applied)),
+        }
     finally:
         shutil.rmtree(pdd, ignore_errors=True)
 
@@ -82,6 +95,28 @@ def timed_cli_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, 
     wall = time.monotonic() - start
     changed = sum(int(n) for n in re.findall(r"\bchanged=(\d+)", proc.stdout))
     return {"wall": wall, "rc": proc.returncode, "changed": changed, "tail": proc.stdout[-3000:] + proc.stderr[-2000:]}
+
+
+SERVER_FIELDS = ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink")
+
+
+def export_applied(cluster, applied, out_dir: Path) -> Path:
+    """The live objects a run applied to ``cluster`` (``applied``: timed_playbook's refs), as a user
+    would write them (no status, no server-set metadata), one file each in apply order: the identical
+    object set for ``kubectl apply --server-side`` (render-mode files are not bound to the cluster's
+    API versions and schemas, so kubectl would be handed objects the playbook never applies)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    refs = list(dict.fromkeys(ref[1:] for ref in applied))  # an object two clusters' runs both applied, once
+    for i, (api_version, kind, ns, name) in enumerate(refs):
+        live = cluster.dynamic.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=ns or None)
+        obj = live.to_dict()
+        obj.pop("status", None)
+        for f in SERVER_FIELDS:
+            obj["metadata"].pop(f, None)
+        (obj["metadata"].get("annotations") or {}).pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        prefix = "namespace.core-" if kind == "Namespace" and api_version == "v1" else ""
+        (out_dir / f"{prefix}{i:04d}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
+    return out_dir
 
 
 def timed_kubectl_apply(cluster, render_dir: Path) -> dict:
