@@ -32,7 +32,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 NS = "canary-test"
 MODEL = "qwen-chat"
 SERVED = "Qwen3.5-35B-A3B"
-BASE = {"prefill": (40, 4), "decode": (20, 6)}  # (TTFT ms, ITL ms) of the engine as deployed
+# (TTFT ms, ITL ms) of the engine as deployed: large enough that a loaded 2-core CI machine's scheduling
+# noise (~10 ms a step seen in CI on a 6 ms ITL) stays well inside the 150 % gates
+BASE = {"prefill": (100, 4), "decode": (40, 20)}
 # what a new engine does, by the engine flag the canary sets: x TTFT on prefill replicas, x ITL on decode ones
 SLOWER = {"--max-num-seqs=1": {"prefill": (8, 1), "decode": (1, 1)}, "--max-num-batched-tokens=64": {"decode": (1, 8)}}
 BENCH = {"max_requests": 10, "max_seconds": 12, "rate_scale": 0.12, "max_concurrency": 16}
