@@ -60,8 +60,11 @@ def rows(doc: dict) -> tuple[list[tuple[str, str, str]], bool]:
     left = sum(int(v.get("labelled_left") or 0) + int(v.get("orphans") or 0) for v in teardown.values())
     extra = sum(int(v.get("objects_after_teardown", 0)) - int(v.get("objects_before", 0)) for v in teardown.values())
     ok &= left == 0 and extra == 0
+    runs = f"{len(teardown)} converges (every example; the sovereign burst cluster by cluster)"
     out.append(("Teardown leftovers (labelled objects, orphans, objects above the start) over every example",
-                f"{left + max(extra, 0)} over {len(teardown)} sites" if teardown else NOT_RUN, "0"))  # fmt: skip
+                f"{left + max(extra, 0)} over {runs}" if teardown else NOT_RUN, "0"))  # fmt: skip
+
+    ok &= _access_rows(doc, out)
 
     procs = (doc.get("processes") or {}).get("sigkill_parent")
     if procs:
@@ -71,6 +74,25 @@ def rows(doc: dict) -> tuple[list[tuple[str, str, str]], bool]:
     else:
         out.append(("Processes left after the tests' parent is SIGKILLed", NOT_RUN, "0"))
     return out, ok
+
+
+def _access_rows(doc: dict, out: list) -> bool:
+    """Least privilege: the sites converged as the deployer bound to access.yml's roles, and the
+    namespace-only refusal."""
+    teardown = doc.get("teardown") or {}
+    granted = [v for v in teardown.values() if v.get("access_roles")]
+    ok = len(granted) == len(teardown)
+    out.append(("Example sites converged and torn down as a ServiceAccount bound only to its access.yml roles",
+                f"{len(granted)} of {len(teardown)}" if teardown else NOT_RUN, "all"))  # fmt: skip
+    refused = (doc.get("access") or {}).get("serving_namespace_only")
+    measured = NOT_RUN
+    if refused:
+        ok &= bool(refused.get("named")) and int(refused.get("objects_written", 1)) == 0
+        named = "named" if refused.get("named") else "not named"
+        measured = f"{named}, {refused.get('objects_written')} objects written"
+    out.append(("Serving stage with namespace rights only, asked for cluster work: missing right, writes",
+                measured, "named, 0"))  # fmt: skip
+    return ok
 
 
 def table(doc: dict) -> tuple[str, bool]:

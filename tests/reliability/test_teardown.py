@@ -1,13 +1,16 @@
-"""Teardown leaves nothing behind (docs/reliability.md, "Teardown").
+"""Least privilege and teardown (docs/reliability.md, "Least privilege" and "Teardown").
 
-Every example site converges, then ``teardown.yml`` removes it: afterwards no object anywhere
-carries the collection's managed-by label, the API server holds exactly the objects it held before
-the converge (kube-controller-manager's garbage collector runs: what KServe's controller made from
+Every example site converges as a ServiceAccount bound to exactly the roles ``playbooks/access.yml``
+derives for it (RBAC enforced by the local kube-apiserver), then ``teardown.yml`` removes it as the
+same ServiceAccount: afterwards no object anywhere carries the collection's managed-by label, the API
+server holds exactly the objects it held before the converge once the cluster-wide access objects
+are removed (kube-controller-manager's garbage collector runs: what KServe's controller made from
 our services goes with them), no object names a deleted owner, and a second teardown changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -19,17 +22,41 @@ from tests.reliability.harness import (
     ansible_env,
     ansible_playbook,
     copy_inventory,
+    object_path,
     quiet_total,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SITES = ["example-chat", "example-rag", "example-batch", "example-edge-fleet", "example-ai-grid"]
+# (site, cluster): a site's clusters converge together on the package's one plane, except the two
+# clusters of the sovereign burst, which would collide on it (both hold llm-sovereign objects of the
+# same names with different contents): each of those converges and is torn down on its own (--limit)
+SITES = [
+    ("example-chat", None),
+    ("example-rag", None),
+    ("example-batch", None),
+    ("example-edge-fleet", None),
+    ("example-ai-grid", None),
+    ("example-sovereign-burst", "onprem-fra-1"),
+    ("example-sovereign-burst", "burst-aws-1"),
+]
 # The package's control plane (profile l40s-decode-mix) lacks these sites' GPUs; their preflight
 # hardware check is relaxed (preflight_fail_on_unmet=false). What is applied is the same.
 RELAXED = {
     "example-ai-grid": "21 H100 on 4-GPU nodes (the profile has 16 on two 8-GPU nodes)",
     "example-edge-fleet": "an RTX PRO 6000 per site",
+}
+
+
+# the identity every site converges and tears down as: a ServiceAccount with no rights but the roles
+# access.yml binds to it (and what every authenticated subject may do: discovery, self reviews)
+DEPLOYER_NS, DEPLOYER = "rel-deployer", "deployer"
+LABEL_ACCESS = "app.kubernetes.io/managed-by=inference-blueprints-access"
+KINDS = {
+    "clusterroles": "ClusterRole",
+    "clusterrolebindings": "ClusterRoleBinding",
+    "roles": "Role",
+    "rolebindings": "RoleBinding",
 }
 
 
@@ -56,34 +83,79 @@ def dangling_owners(objects: list[dict]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("site", SITES)
-def test_teardown_leaves_nothing_and_a_second_one_changes_nothing(site, plane, tmp_path):
+def grant(plane, inventory, admin: dict, tmp_path, limit: list[str]) -> tuple[dict, list[str]]:
+    """Create the site's access roles bound to the deployer (as admin); the deployer's environment
+    and the roles' lines as access.yml printed them."""
+    token = plane.service_account_token(DEPLOYER_NS, DEPLOYER)
+    subject = {"kind": "ServiceAccount", "name": DEPLOYER, "namespace": DEPLOYER_NS}
+    r = ansible_playbook(
+        PLAYBOOKS / "access.yml",
+        inventory,
+        env=admin,
+        extravars=[f"report_dir={tmp_path / 'reports'}", "access_apply=true", json.dumps({"access_subject": subject})],
+        args=limit,
+    )
+    assert r.rc == 0, r.output[-3000:]
+    return ansible_env(plane.token_kubeconfig(token, tmp_path / "deployer.kubeconfig")), re.findall(
+        r"(?:platform|serving): (?:Cluster)?Role \S+", r.output
+    )
+
+
+def remove_access(plane) -> list[str]:
+    """Delete the access objects left (after a teardown, the cluster-wide ones: the namespaced ones
+    went with their namespace)."""
+    left = plane.census.objects(LABEL_ACCESS)
+    for obj in left:
+        kind = KINDS.get(obj["kind"], obj["kind"])
+        ref = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": obj["metadata"]}
+        plane.call("DELETE", object_path(ref))
+    return sorted(f"{o['kind']} {o['metadata']['name']}" for o in left)
+
+
+@pytest.mark.parametrize(("site", "cluster"), SITES, ids=[f"{s}-{c}" if c else s for s, c in SITES])
+def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(site, cluster, plane, tmp_path):
     census = plane.census
+    limit = ["--limit", cluster] if cluster else []
     inventory = copy_inventory(site, tmp_path)
-    env = ansible_env(plane.kubeconfig)
+    admin = ansible_env(plane.kubeconfig)
     # the package's plane is shared: what earlier tests converged of this site goes first, so that
     # "before" counts nothing the teardown under test would also remove
-    cleared = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env)
+    cleared = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=admin, args=limit)
     assert cleared.rc == 0, cleared.output[-3000:]
-    before = quiet_total(census)
-    converge = ansible_playbook(PLAYBOOKS / "site.yml", inventory, env=env, extravars=site_extravars(site, tmp_path))
-    assert converge.rc == 0, converge.output[-3000:]
-    converged = census.total()
-    labelled_after_converge = len(census.objects(LABEL_MANAGED_BY))
-    assert labelled_after_converge > 0
+    remove_access(plane)
+    plane.service_account_token(DEPLOYER_NS, DEPLOYER)
+    try:
+        before = quiet_total(census)
+        env, roles = grant(plane, inventory, admin, tmp_path, limit)
+        assert any(r.startswith("platform: ClusterRole") for r in roles), roles
+        assert any(r.startswith("serving: Role") for r in roles), roles
+        converge = ansible_playbook(
+            PLAYBOOKS / "site.yml", inventory, env=env, extravars=site_extravars(site, tmp_path), args=limit
+        )
+        assert converge.rc == 0, (
+            f"{site} does not converge with only its access roles:\n" + converge.error_text()[:4000]
+        )
+        converged = census.total()
+        labelled_after_converge = len(census.objects(LABEL_MANAGED_BY))
+        assert labelled_after_converge > 0
 
-    first = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env)
-    assert first.rc == 0, first.output[-3000:]
-    after = quiet_total(census)
-    labelled = census.objects(LABEL_MANAGED_BY)
-    orphans = dangling_owners(census.objects(""))
+        first = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
+        assert first.rc == 0, first.error_text()[:3000]
+        labelled = census.objects(LABEL_MANAGED_BY)
+        orphans = dangling_owners(census.objects(""))
 
-    second = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env)
-    assert second.rc == 0, second.output[-3000:]
-    after_second = census.total()
+        second = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
+        assert second.rc == 0, second.output[-3000:]
+        access_left = remove_access(plane)
+        after = quiet_total(census)
+    except BaseException:
+        # a failed site leaves nothing that would change the next site's counts
+        ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=admin, args=limit)
+        remove_access(plane)
+        raise
     results.record(
         "teardown",
-        site,
+        f"{site}/{cluster}" if cluster else site,
         {
             "objects_before": before,
             "objects_converged": converged,
@@ -92,6 +164,7 @@ def test_teardown_leaves_nothing_and_a_second_one_changes_nothing(site, plane, t
             "labelled_left": len(labelled),
             "orphans": len(orphans),
             "second_changed": changed_count(second.output),
+            "access_roles": roles,
             "seconds": {
                 "converge": round(converge.seconds, 1),
                 "teardown": round(first.seconds, 1),
@@ -102,6 +175,7 @@ def test_teardown_leaves_nothing_and_a_second_one_changes_nothing(site, plane, t
     left = [f"{o.get('kind')} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in labelled]
     assert not left, f"objects with {LABEL_MANAGED_BY} after teardown: {left}"
     assert not orphans, f"objects whose owner is gone: {orphans}"
+    # the cluster-wide roles and bindings are all access.yml leaves (the serving Role went with its namespace)
+    assert all(a.split()[0] in ("clusterroles", "clusterrolebindings") for a in access_left), access_left
     assert after == before, f"{converged - before} objects created, {converged - after} removed: {after - before} left"
     assert changed_count(second.output) == 0, "the second teardown changed something:\n" + second.output[-3000:]
-    assert after_second == after
