@@ -70,6 +70,8 @@ def _pod_templates(dyn, ns: str, m: dict) -> dict[str, dict]:
 def _check_container(where: str, main: dict, want: dict, problems: list[str]) -> None:
     if "vllm serve" not in " ".join(main.get("command") or []):
         problems.append(f"{where}: container main does not start vllm serve (the preset's command was replaced?)")
+    if want.get("image") and main.get("image") != want["image"]:
+        problems.append(f"{where}: container main runs {main.get('image')!r}, the intent says {want['image']!r}")
     env = _env(main)
     for key, value in _env(want).items():
         if env.get(key) != value and value is not None:
@@ -110,6 +112,13 @@ def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, di
             )
         if got["kind"] == "LeaderWorkerSet":
             _check_lws(where, got, wl, main, problems)
+            want_worker = _container(wl["worker"] or {})
+            worker_pod = got["object"]["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {}
+            have = _container(worker_pod.get("spec") or {}).get("image")
+            if want_worker.get("image") and have != want_worker["image"]:
+                problems.append(
+                    f"{where}: worker container main runs {have!r}, the intent says {want_worker['image']!r}"
+                )
         if wl["replicas"] is not None:
             have = (got["object"].get("spec") or {}).get("replicas")
             if have != wl["replicas"]:

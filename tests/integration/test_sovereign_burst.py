@@ -3,6 +3,11 @@ ValidatingAdmissionPolicy applied to the local control plane's real kube-apiserv
 Gateway API and Envoy Gateway CRDs). The API server accepts the rendered route and refuses every edit
 that could send a regulated, unclassified or unknown-class request to the burst backend, and any move
 of the on-prem Backend. Its render-time half is tests/unit/intent/test_burst.py.
+
+The engine image: the real KServe controller (KCP_KSERVE, on by default) turns the sovereign cluster's
+rendered LLMInferenceService into workloads whose container main runs ``sovereign_burst.engine_image``
+(its strategic merge over the preset keeps the preset's command), on a Deployment and, for a
+data-parallel pool, on the LeaderWorkerSet's leader and worker pods.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
 from tests.serving_helpers import INVENTORIES
@@ -22,6 +28,8 @@ pytestmark = [pytest.mark.cluster]
 
 SITE = INVENTORIES / "example-sovereign-burst"
 SOV = "onprem-fra-1"
+BDIR = [str(INVENTORIES.parent / "blueprints")]
+KSERVE_NAMESPACE = "redhat-ods-applications"  # where the plane's KServe controller keeps its presets
 
 
 def _apply(cluster, objs: list[dict], dry_run: bool = False):
@@ -134,3 +142,93 @@ def test_the_api_server_refuses_moving_the_on_prem_backend(cluster, front_door):
     fallback = copy.deepcopy(onprem)
     fallback["spec"]["fallback"] = True
     assert _apply(cluster, [fallback], dry_run=True).returncode != 0
+
+
+# ------------------------------------------------------------------ the engine image, through KServe
+@pytest.fixture(scope="module")
+def kserve_plane(cluster, cluster_factory):
+    """The session's plane when it runs the real KServe controller, else a plane of its own that does."""
+    if cluster.kserve_enabled:
+        return cluster
+    return cluster_factory(cluster.profile_name, name="sovereign-burst-kserve", kserve=True)
+
+
+def _get(plane, *args) -> dict | None:
+    res = plane.kubectl("get", *args, "-o", "json")
+    return json.loads(res.stdout) if res.returncode == 0 else None
+
+
+def _wait_get(plane, *args, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        obj = _get(plane, *args)
+        if obj:
+            return obj
+        time.sleep(0.5)
+    pytest.fail(f"KServe created no {' '.join(args)} within {timeout:g} s")
+
+
+def _main(pod_spec: dict) -> dict:
+    return next(c for c in pod_spec["containers"] if c["name"] == "main")
+
+
+def _serve(plane, intent: dict, namespace: str) -> list[dict]:
+    """Apply the model_service objects of an intent (its Namespace and LLMInferenceServices) to namespace."""
+    objs = render.render_component("model_service", intent)
+    for o in objs:
+        if o["kind"] == "Namespace":
+            o["metadata"]["name"] = namespace
+        else:
+            o["metadata"]["namespace"] = namespace
+    done = _apply(plane, objs)
+    assert done.returncode == 0, done.stderr
+    return [o for o in objs if o["kind"] == "LLMInferenceService"]
+
+
+def _delete(plane, objs: list[dict]) -> None:
+    plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(objs))
+
+
+def test_kserve_runs_the_engine_image_on_the_sovereign_models_deployment(kserve_plane):
+    engine = cli.load_site_vars(str(SITE))[SOV][0]["sovereign_burst"]["engine_image"]
+    intent = cli.site_intents(str(SITE), None)[SOV]
+    (m,) = intent["serving"]["models"]
+    assert m["names"]["main_workload_kind"] == "Deployment"
+    preset = _get(kserve_plane, "llminferenceserviceconfig", "kserve-config-llm-template", "-n", KSERVE_NAMESPACE)
+    assert preset, "the KServe controller installs its presets at start"
+    assert _main(preset["spec"]["template"])["image"] != engine  # the image below is ours, not the preset's
+    svcs = _serve(kserve_plane, intent, intent["serving"]["namespace"])
+    try:
+        dep = _wait_get(kserve_plane, "deployment", m["names"]["main_workload"], "-n", intent["serving"]["namespace"])
+        main = _main(dep["spec"]["template"]["spec"])
+        assert main["image"] == engine
+        # merged by container name: the preset's command and our engine arguments stay on the container
+        assert "vllm serve" in " ".join(main.get("command") or []), main.get("command")
+        env = {e["name"]: e.get("value") for e in main.get("env") or []}
+        assert env["VLLM_ADDITIONAL_ARGS"] == _main(m["main"]["template"])["env"][0]["value"]
+    finally:
+        _delete(kserve_plane, svcs)
+
+
+def test_kserve_runs_the_engine_image_on_the_leader_and_worker_pods_of_a_data_parallel_pool(kserve_plane):
+    """The sovereign model at a higher load plans data parallelism: KServe's data-parallel preset, whose
+    worker pods run the engine image too (spec.worker's container main)."""
+    values, names = cli.load_site_vars(str(SITE))[SOV]
+    values = copy.deepcopy(values)
+    engine = values["sovereign_burst"]["engine_image"]
+    values["models"][0]["traffic"].update(concurrent_sessions=5000, arrival_rate_rps=25)
+    intent = build.site_intent(SOV, values, list(names), BDIR)
+    (m,) = intent["serving"]["models"]
+    assert m["names"]["main_workload_kind"] == "LeaderWorkerSet", m["main"]["parallelism"]
+    ns = "llm-sovereign-dp"
+    svcs = _serve(kserve_plane, intent, ns)
+    try:
+        lws = _wait_get(kserve_plane, "leaderworkerset", m["names"]["main_workload"], "-n", ns)
+        tmpl = lws["spec"]["leaderWorkerTemplate"]
+        for role in ("leaderTemplate", "workerTemplate"):
+            main = _main(tmpl[role]["spec"])
+            assert main["image"] == engine, role
+            assert "--data-parallel-size" in " ".join((main.get("command") or []) + (main.get("args") or [])), role
+    finally:
+        _delete(kserve_plane, svcs)
+        kserve_plane.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")

@@ -1,6 +1,7 @@
 """Sovereign burst (blueprint sovereign_burst): bad input refused by path before anything is planned,
 the per-cluster sizing, the regulated pin at render time (on the rendered HTTPRoute, walked the way
-Gateway API picks a rule), the pinned images and the warm-up budget.
+Gateway API picks a rule), the engine image on every engine container, the pinned images and the
+warm-up budget.
 
 The cluster-side half of the pin (the ValidatingAdmissionPolicy refusing a route on a real
 kube-apiserver) is tests/integration/test_sovereign_burst.py.
@@ -211,15 +212,132 @@ def test_sovereign_sized_for_the_base_and_burst_for_the_spike_standing_at_zero(i
 
 
 def test_pinned_images_are_exactly_the_digests_the_sovereign_runs(intents, objects):
+    """The ModelCars and the engine image the sovereign's rendered services run, no more, no less."""
     runs = {m["uri"].removeprefix("oci://") for m in intents[SOV]["serving"]["models"]}
+    runs |= {c["image"] for svc in kind(objects[SOV], "LLMInferenceService") for _, c in _engine_containers(svc)}
     (pis,) = [p for p in kind(objects[BURST], "PinnedImageSet") if "prewarm" in p["metadata"]["name"]]
     assert {i["name"] for i in pis["spec"]["pinnedImages"]} == runs
+    assert ENGINE in runs and len(runs) == 2
+
+
+# ------------------------------------------------------------------ the engine image
+ENGINE = (
+    "registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:ba060ec145e1b7ac3a3b25b89fc75f7d146746156990ff5858235eaa9d158e32"
+)
+# the burst cluster of this variant plans P/D with a data-parallel decode pool (a worker), the
+# sovereign a data-parallel single pool: every pod template KServe's presets merge into
+BIG = {"concurrent_sessions": 5000, "arrival_rate_rps": 25}
+
+
+def _engine_templates(svc: dict) -> dict[str, dict]:
+    """Every pod template of an LLMInferenceService whose container main runs the engine, by its path."""
+    spec = svc["spec"]
+    out = {}
+    for path, pool in (("spec", spec), ("spec.prefill", spec.get("prefill") or {})):
+        for key in ("template", "worker"):
+            if pool.get(key) is not None:
+                out[f"{path}.{key}"] = pool[key]
+    return out
+
+
+def _engine_containers(svc: dict) -> list[tuple[str, dict]]:
+    out = []
+    for path, pod in _engine_templates(svc).items():
+        mains = [c for c in pod.get("containers") or [] if c["name"] == "main"]
+        out += [(path, c) for c in mains] or [(path, {})]
+    return out
+
+
+def _rendered(site_vars, host, mutate=None) -> list[dict]:
+    intent = _intent(site_vars, host, mutate=mutate)
+    return render.render_components(intent["stages"]["serving"], intent)
+
+
+def _bigger(policy=None):
+    def mutate(v):
+        v["models"][0]["traffic"].update(BIG)
+        v["models"][0].setdefault("policy", {}).update(policy or {})
+
+    return mutate
+
+
+def _no_engine_image(v):
+    sb = v["sovereign_burst"]
+    engine = sb.pop("engine_image")
+    sb["clusters"][1]["prewarm"].remove(engine)
+
+
+def test_every_engine_container_of_both_clusters_runs_the_engine_image(site_vars, objects):
+    """spec.template, spec.worker, spec.prefill.template: container main carries exactly engine_image."""
+    assert site_vars[SOV][0]["sovereign_burst"]["engine_image"] == ENGINE
+    seen = set()
+    cases = [(h, objects[h]) for h in (SOV, BURST)] + [
+        (h, _rendered(site_vars, h, _bigger(policy)))
+        for h in (SOV, BURST)
+        for policy in ({}, {"disaggregation": "always"})
+    ]
+    for host, objs in cases:
+        svcs = kind(objs, "LLMInferenceService")
+        assert svcs, host
+        for svc in svcs:
+            containers = _engine_containers(svc)
+            assert containers, (host, svc["metadata"]["name"])
+            for path, main in containers:
+                assert main.get("image") == ENGINE, (host, path)
+                seen.add(path)
+    # the variants reach every kind of template the intent renders
+    assert seen == {"spec.template", "spec.worker", "spec.prefill.template"}
+
+
+def test_an_engine_image_by_tag_or_without_a_registry_is_refused_by_name(site_vars):
+    for bad, what in (
+        ("registry.redhat.io/rhaii/vllm-cuda-rhel9:3.5.0", "pinned by a tag, not a digest"),
+        ("registry.redhat.io/rhaii/vllm-cuda-rhel9", "has no digest"),
+        ("rhaii/vllm-cuda-rhel9@sha256:" + "a" * 64, "names no registry"),
+        ("registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:ABC", "has no valid digest"),
+    ):
+
+        def mutate(v, bad=bad):
+            v["sovereign_burst"]["engine_image"] = bad
+
+        for host in (SOV, BURST):
+            errors = _refused(site_vars, host, mutate=mutate)
+            msg = errors["sovereign_burst.engine_image"]
+            assert bad in msg and what in msg and "valid: <registry>/<repository>@sha256:<64 hex digits>" in msg, msg
+
+
+def test_an_engine_image_the_burst_cluster_does_not_pin_is_refused_on_both_clusters(site_vars):
+    def unpinned(v):
+        v["sovereign_burst"]["clusters"][1]["prewarm"].remove(ENGINE)
+
+    for host in (SOV, BURST):
+        msg = _refused(site_vars, host, mutate=unpinned)["sovereign_burst.clusters[1].prewarm"]
+        assert f"lacks the engine image {ENGINE} (sovereign_burst.engine_image)" in msg
+
+
+def test_without_an_engine_image_the_presets_image_stays_and_its_pull_is_in_the_budget(site_vars):
+    for host in (SOV, BURST):
+        for mutate in (_no_engine_image, lambda v: (_no_engine_image(v), _bigger({"disaggregation": "always"})(v))):
+            for svc in kind(_rendered(site_vars, host, mutate), "LLMInferenceService"):
+                for path, main in _engine_containers(svc):
+                    assert "image" not in main, (host, path)
+                # a data-parallel pool still selects KServe's preset with an empty worker
+                for pool in (svc["spec"], svc["spec"].get("prefill") or {}):
+                    assert pool.get("worker") in (None, {})
+    objs = _rendered(site_vars, BURST, _no_engine_image)
+    (pis,) = kind(objs, "PinnedImageSet")
+    assert [i["name"] for i in pis["spec"]["pinnedImages"]] == [site_vars[BURST][0]["models"][0]["artifact"]["uri"][6:]]
+    # the first pod on a burst node pulls the preset's image: 10 GB at 10 Gbit/s (8 s) on top of 79 s
+    (w,) = _intent(site_vars, BURST, mutate=_no_engine_image)["burst"]["warmup"]
+    assert w["pinned"] and not w["engine_pinned"] and w["seconds"] == 87 and w["unpinned_seconds"] == 117
+    assert "engine image pulled at 10 Gbit/s" in w["why"] and "sovereign_burst.engine_image" in w["why"]
 
 
 def test_the_plan_states_the_warm_up_budget_with_its_reason(intents):
     (w,) = intents[BURST]["burst"]["warmup"]
-    # 37.5 GB of FP8 weights at 2 GB/s + 60 s start; unpinned adds (10 + 37.5) GB at 10 Gbit/s
-    assert w["pinned"] and w["seconds"] == 79 and w["unpinned_seconds"] == 117
+    # 37.5 GB of FP8 weights at 2 GB/s + 60 s start (the engine image is pinned too); unpinned adds
+    # (10 + 37.5) GB at 10 Gbit/s
+    assert w["pinned"] and w["engine_pinned"] and w["seconds"] == 79 and w["unpinned_seconds"] == 117
     assert "2 GB/s" in w["why"] and "60 s engine start" in w["why"]
     lines = "\n".join(build_summary(intents[BURST]))
     assert "warm-up 79 s" in lines and w["why"] in lines

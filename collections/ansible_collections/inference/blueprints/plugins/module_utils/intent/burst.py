@@ -59,6 +59,15 @@ def enabled(site: dict) -> bool:
     return COMPONENT in site["components"]
 
 
+def engine_image(site: dict) -> str | None:
+    """The engine image every LLMInferenceService of a sovereign-burst site runs on both clusters
+    (``sovereign_burst.engine_image``, by digest; the burst clusters pin it through ``prewarm``), or
+    None: the OpenShift AI preset's own. serving.py puts it on each pool's container ``main``."""
+    if not enabled(site):
+        return None
+    return (site.get("sovereign_burst") or {}).get("engine_image") or None
+
+
 def _modelcar(model: dict) -> str | None:
     m = MODELCAR.match(((model.get("artifact") or {}).get("uri")) or "")
     return m.group(2) if m else None
@@ -243,10 +252,16 @@ def _digest_errors(site: dict, sb: dict, served: dict, models: dict) -> list[tup
                         f"different builds of {n!r}; use one digest of the shared registry on both",
                     )
                 )
+        if engine and prewarm and engine not in prewarm and (me == c["name"] or role == SOVEREIGN):
+            errors.append(
+                (
+                    p,
+                    f"lacks the engine image {engine} (sovereign_burst.engine_image): every LLMInferenceService "
+                    f"of both clusters runs it, so burst cluster {c['name']!r} pins it before a spike; add it",
+                )
+            )
         if me == c["name"] and prewarm:
             runs = {_modelcar(models[n][1]) for n in served[c["name"]] if n in models} | ({engine} if engine else set())
-            if engine and engine not in prewarm:
-                errors.append((p, f"lacks the engine image {engine} (sovereign_burst.engine_image)"))
             extra = [img for img in prewarm if img not in runs]
             if extra:
                 errors.append(
@@ -399,19 +414,30 @@ def admission_policy(onprem: dict, pin: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ warm-up
-def warmup(plan: dict, w: dict, pinned: bool) -> dict:
-    """Seconds from a scale-from-zero decision to a serving engine on a burst node, with the reason."""
+def warmup(plan: dict, w: dict, pinned: bool, engine_pinned: bool = True) -> dict:
+    """Seconds from a scale-from-zero decision to a serving engine on a burst node, with the reason.
+
+    ``pinned``: the ModelCar is pinned on the node; ``engine_pinned``: so is the engine image (only when
+    ``sovereign_burst.engine_image`` names it: the preset's own image is not in ``prewarm``, so the
+    first pod on a node pulls it)."""
     layout = plan.get("layout") or {}
     mem = plan.get("memory") or {}
     weights_gb = float(mem.get("weights_gib_per_gpu") or 0) * int(layout.get("tp") or 1) * int(layout.get("pp") or 1)
     weights_gb *= GIB
     read_s = weights_gb / w["disk_gbyte_per_s"]
     pull_s = (w["engine_image_gb"] + weights_gb) * 8 / w["registry_gbit_per_s"]
-    warm = math.ceil(read_s + w["engine_start_seconds"])
+    engine_pull_s = 0.0 if engine_pinned else w["engine_image_gb"] * 8 / w["registry_gbit_per_s"]
+    warm = math.ceil(engine_pull_s + read_s + w["engine_start_seconds"])
     cold = math.ceil(pull_s + read_s + w["engine_start_seconds"])
+    engine_pull = (
+        ""
+        if engine_pinned
+        else f"{w['engine_image_gb']:g} GB engine image pulled at {w['registry_gbit_per_s']:g} Gbit/s "
+        f"({engine_pull_s:.0f} s: the preset's image is not pinned; set sovereign_burst.engine_image) + "
+    )
     why = (
-        f"{weights_gb:.1f} GB of weights read from the node's pinned ModelCar at {w['disk_gbyte_per_s']:g} GB/s "
-        f"({read_s:.0f} s) + {w['engine_start_seconds']:g} s engine start"
+        f"{engine_pull}{weights_gb:.1f} GB of weights read from the node's pinned ModelCar at "
+        f"{w['disk_gbyte_per_s']:g} GB/s ({read_s:.0f} s) + {w['engine_start_seconds']:g} s engine start"
         if pinned
         else f"{w['engine_image_gb']:g} GB engine image + {weights_gb:.1f} GB ModelCar pulled at "
         f"{w['registry_gbit_per_s']:g} Gbit/s ({pull_s:.0f} s) + read at {w['disk_gbyte_per_s']:g} GB/s "
@@ -420,6 +446,7 @@ def warmup(plan: dict, w: dict, pinned: bool) -> dict:
     return {
         "seconds": warm if pinned else cold,
         "pinned": pinned,
+        "engine_pinned": engine_pinned,
         "unpinned_seconds": cold,
         "weights_gb": round(weights_gb, 1),
         "why": why
@@ -475,7 +502,12 @@ def build(site: dict, intent: dict) -> dict | None:
         w = site["burst_warmup"]
         for entry in intent["plans"]:
             ref = _modelcar(entry["model"])
-            budget = warmup(entry["plan"], w, pinned=bool(ref and ref in me["prewarm"]))
+            budget = warmup(
+                entry["plan"],
+                w,
+                pinned=bool(ref and ref in me["prewarm"]),
+                engine_pinned=bool(engine_image(site) in me["prewarm"]),
+            )
             out["warmup"].append({"model": entry["model"]["name"], **budget})
     return out
 

@@ -322,6 +322,30 @@ def _image_digest(value: str) -> str | None:
     )
 
 
+def _engine_image(value: str) -> str | None:
+    """sovereign_burst.engine_image: a full reference pinned by digest, <registry>/<repository>@sha256:<64 hex>."""
+    valid = (
+        "valid: <registry>/<repository>@sha256:<64 hex digits> (skopeo inspect docker://<image>:<tag> gives a "
+        "tag's digest)"
+    )
+    name, at, digest = value.partition("@")
+    if not at:
+        what = "is pinned by a tag, not a digest" if ":" in name.rsplit("/", 1)[-1] else "has no digest"
+        return (
+            f"{value!r} {what}: both clusters must run the same engine bytes and the burst nodes pin them, and a "
+            f"tag can move; {valid}"
+        )
+    if not IMAGE_BY_DIGEST.match(value):
+        return f"{value!r} has no valid digest ({digest!r} is not sha256:<64 lowercase hex digits>); {valid}"
+    host = name.split("/", 1)[0]
+    if "/" not in name or not ("." in host or ":" in host or host == "localhost"):
+        return (
+            f"{value!r} names no registry: the container runtime would resolve it through its search list, so the "
+            f"two clusters could pull different images; {valid}"
+        )
+    return None
+
+
 CANARY = Field(
     "dict",
     options={
@@ -455,8 +479,10 @@ SOVEREIGN_BURST = Field(
         ),
         "engine_image": Field(
             "str",
-            check=_image_digest,
-            doc="the engine image both clusters run, by digest (empty: the OpenShift AI preset's own)",
+            check=_engine_image,
+            doc="the engine image (container main) of every LLMInferenceService on both clusters, "
+            "<registry>/<repository>@sha256:<64 hex>; the burst clusters' prewarm must hold it (empty: the "
+            "OpenShift AI preset's own, not pinned)",
         ),
         "warmup": WARMUP,
     },

@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import engine, grid, monitoring, platform, quantity, scheduler, summary
+from . import burst, engine, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -75,6 +75,8 @@ class _Model:
         self.mixed_gpus = len(site_mod.gpu_types(site)) > 1
         self.decisions: list[dict] = []
         self.labels = {**common_labels, "inference.blueprints/model": self.name}
+        # the engine image every pod of the service runs, or None: the preset's own (burst.engine_image)
+        self.engine_image = burst.engine_image(site)
         pools = self.plan.get("pools") or {}
         self.disaggregated = bool(self.plan.get("disaggregated")) and bool(pools.get("prefill"))
         self.pools = (
@@ -205,10 +207,29 @@ class _Model:
         tier = (pool.get("kv_offload") or {}).get("shm_gib_per_pod") or 0
         return quantity.format_bytes(base + quantity.parse(quantity.gib(tier)) if tier else base)
 
+    def _image(self) -> dict:
+        """``{"image": ...}`` for the engine container ``main`` when the site pins the engine image, else {}.
+
+        KServe v0.20.0 merges the service's spec over its well-known presets with a strategic merge
+        patch (pkg/controller/v1alpha2/llmisvc/config_merge.go, ``mergeSpecs``): ``template`` and
+        ``worker`` are PodSpecs, whose ``containers`` merge by ``name``, so the image set on our
+        ``main`` replaces the preset's (config/llmisvcconfig/config-llm-*.yaml run
+        ghcr.io/llm-d/llm-d-cuda:v0.8.0; OpenShift AI replaces it with its ``kserve-llm-d`` image,
+        red-hat-data-services/kserve config/overlays/odh) while the preset's command, probes and
+        the rest of ``main`` stay. Left out, the preset's image runs."""
+        return {"image": self.engine_image} if self.engine_image else {}
+
+    def _worker(self) -> dict:
+        """``spec.worker`` (``spec.prefill.worker``) of a data-parallel pool: the presence of the field selects
+        KServe's data-parallel preset, which fills the worker pods; its ``main`` container runs the engine
+        image too (the presets' ``worker`` has a ``main`` container of its own, merged by name as above)."""
+        return {"containers": [{"name": "main", **self._image()}]} if self.engine_image else {}
+
     def _pod(self, pool: dict, dp_preset: bool, gpus_per_pod: int) -> dict:
         ms = self.options["model_service"]
         container: dict = {
             "name": "main",
+            **self._image(),
             "env": self._env(pool, dp_preset),
             "resources": self._resources(pool, gpus_per_pod),
         }
@@ -267,7 +288,7 @@ class _Model:
             "template": self._pod(pool, dp_preset, gpus_per_pod),
             # `worker` selects KServe's data-parallel presets (LeaderWorkerSet); their group size is
             # data/dataLocal, 1 when one node holds every rank. The presets fill the worker pods.
-            "worker": {} if dp_preset else None,
+            "worker": self._worker() if dp_preset else None,
             "gpus_per_pod": gpus_per_pod,
             "planned_replicas": int(pool.get("replicas") or 1),
             "gpus_per_replica": gpus_per_replica,
