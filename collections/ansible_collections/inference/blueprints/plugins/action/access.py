@@ -11,23 +11,7 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import access
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
 
-ARGUMENT_SPEC = {
-    "stages": {
-        "type": "list",
-        "elements": "str",
-        "choices": list(access_mod.STAGES),
-        "default": list(access_mod.STAGES),
-    },
-    "subject": {
-        "type": "dict",
-        "options": {
-            "kind": {"type": "str", "required": True, "choices": list(access_mod.SUBJECT_KINDS)},
-            "name": {"type": "str", "required": True},
-            "namespace": {"type": "str"},
-        },
-    },
-    "dest": {"type": "path"},
-}
+ARGUMENT_SPEC = access_mod.ARGUMENT_SPEC
 
 
 class ActionModule(intents_mod.IntentAction):

@@ -98,29 +98,11 @@ files:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.access import ARGUMENT_SPEC  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "stages": {
-                "type": "list",
-                "elements": "str",
-                "choices": ["platform", "serving"],
-                "default": ["platform", "serving"],
-            },
-            "subject": {
-                "type": "dict",
-                "options": {
-                    "kind": {"type": "str", "required": True, "choices": ["ServiceAccount", "User", "Group"]},
-                    "name": {"type": "str", "required": True},
-                    "namespace": {"type": "str"},
-                },
-            },
-            "dest": {"type": "path"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg="inference.blueprints.access runs on the controller through its action plugin")
 
 

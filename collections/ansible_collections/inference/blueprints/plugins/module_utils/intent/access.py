@@ -65,6 +65,19 @@ READ_GROUPS = frozenset(
     )
 )
 SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
+# the options of inference.blueprints.access (its action plugin and its module's spec)
+ARGUMENT_SPEC = {
+    "stages": {"type": "list", "elements": "str", "choices": list(STAGES), "default": list(STAGES)},
+    "subject": {
+        "type": "dict",
+        "options": {
+            "kind": {"type": "str", "required": True, "choices": list(SUBJECT_KINDS)},
+            "name": {"type": "str", "required": True},
+            "namespace": {"type": "str"},
+        },
+    },
+    "dest": {"type": "path"},
+}
 
 
 def group_of(api_version: str) -> str:
