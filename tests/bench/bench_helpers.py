@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shutil
@@ -17,6 +18,24 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _wait_interval(data: dict, seconds: float) -> tuple[float, float]:
+    """(start, end) in epoch seconds of a wait that ended when its task did."""
+    end = data.get("end")
+    stop = datetime.datetime.fromisoformat(end).timestamp() if end else time.time()
+    return (stop - seconds, stop)
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the intervals: waits of clusters run side by side (forks) overlap, and the
+    time they share is subtracted from the wall time once, not once per cluster."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, forks=10) -> dict:
     """Run a playbook; return wall seconds, seconds spent in readiness waits, rc and changed count."""
     pdd = tempfile.mkdtemp(prefix="ib-bench-")
@@ -28,9 +47,9 @@ def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, fork
         action = data.get("resolved_action") or data.get("task_action", "")
         res = data.get("res") or {}
         if ev.get("event") == "runner_on_ok" and action.endswith("k8s_wait"):
-            waits.append(float(res.get("elapsed") or data.get("duration") or 0.0))
+            waits.append(_wait_interval(data, float(res.get("elapsed") or data.get("duration") or 0.0)))
         elif ev.get("event") == "runner_on_ok" and action.endswith("k8s_apply"):
-            waits.append(float(res.get("wait_elapsed") or 0.0))
+            waits.append(_wait_interval(data, float(res.get("wait_elapsed") or 0.0)))
             for o in res.get("objects") or []:
                 if o.get("action") in ("created", "configured", "unchanged"):
                     applied.append((data.get("host"), o["apiVersion"], o["kind"], o.get("namespace") or "", o["name"]))
@@ -63,7 +82,7 @@ def timed_playbook(playbook, inventory, *, kubeconfig=None, extravars=None, fork
         out = r.stdout.read()[-3000:] if r.rc and r.stdout else ""
         return {
             "wall": wall,
-            "waits": sum(waits),
+            "waits": _union(waits),
             "rc": r.rc,
             "changed": changed,
             "tail": out,
