@@ -14,6 +14,7 @@ the playbook applied.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import time
@@ -74,29 +75,20 @@ def _kubectl_side_by_side(jobs: list) -> dict:
 
 @pytest.fixture
 def planes():
-    """Fresh control planes for one site, stopped when its test ends (a bench of every example keeps
-    up to 4 planes at a time, not the 18 of the whole run)."""
-    started: list[ControlPlane] = []
-
-    def start(profile: str) -> ControlPlane:
-        started.append(ControlPlane(profile).start())
-        return started[-1]
-
-    yield start
-    for plane in started:
-        plane.stop()
+    """Start fresh control planes for one site, stopped when its test ends (a bench of every example
+    keeps up to 4 planes at a time, not the 18 of the whole run)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda profile: stack.enter_context(ControlPlane(profile))
 
 
 @pytest.mark.parametrize("inventory", sorted(EXAMPLES))
 def test_converge_vs_kubectl(planes, tmp_path, inventory):
     profile = EXAMPLES[inventory]
-    forks = 10
     render_dir = tmp_path / "render"
     rendered = timed_playbook(
         PLAYBOOKS / "site.yml",
         INVENTORIES / inventory,
         extravars={"delivery": "render", "render_dir": str(render_dir), "report_dir": str(tmp_path / "rep")},
-        forks=forks,
     )
     assert rendered["rc"] == 0, rendered["tail"]
 
@@ -106,7 +98,7 @@ def test_converge_vs_kubectl(planes, tmp_path, inventory):
     else:
         ours = {None: planes(profile)}
         site, kubeconfig = INVENTORIES / inventory, ours[None].kubeconfig
-    run = {"kubeconfig": kubeconfig, "extravars": {"report_dir": str(tmp_path / "rep")}, "forks": forks}
+    run = {"kubeconfig": kubeconfig, "extravars": {"report_dir": str(tmp_path / "rep")}}
     first = timed_playbook(PLAYBOOKS / "site.yml", site, **run)
     assert first["rc"] == 0, first["tail"]
     again = timed_playbook(PLAYBOOKS / "site.yml", site, **run)
