@@ -153,30 +153,36 @@ class TestH100:
         assert "ClusterPolicy gpu-cluster-policy (nvidia.com/v1)" in msg
         assert "waited for status.state == 'ready'" in msg
         assert "last saw status.state=" in msg
-        # only the tagged component: its operator, then its operands (the task that applied them failed
-        # on its wait, and still lists what it applied)
+        # only the tagged component: its operator, then its operands, in one task that failed on the
+        # operands' wait and still lists what both phases applied
         applies = [r for r in run.results if r[2] == "inference.blueprints.k8s_apply"]
-        assert [r[3] for r in applies] == ["ok", "failed"]
+        assert [r[3] for r in applies] == ["failed"]
+        assert set(applies[0][4]["phases"]) == {"operators", "reread", "operands"}
         applied = {o["kind"] for r in applies for o in r[4]["objects"]}
-        assert "ClusterPolicy" in applied and "NodeFeatureDiscovery" not in applied
+        assert {"Subscription", "ClusterPolicy"} <= applied and "NodeFeatureDiscovery" not in applied
 
     def test_converge_then_noop(self, cp):
         presets = _kserve_presets(cp)
         assert presets, "the KServe controller installs its presets at start"
         first = _ok(run_playbook(PLATFORM, CHAT, kubeconfig=cp.kubeconfig))
         assert first.changed > 0
-        # each phase: one task that applies, then waits for everything at once
+        # one task: the operators applied and waited for at once, the cluster read again for the APIs
+        # they installed, the operands applied and waited for at once
         applies = first.results_of("inference.blueprints.k8s_apply")
-        assert len(applies) == 2 and not first.results_of("inference.blueprints.k8s_wait")
+        assert len(applies) == 1 and not first.results_of("inference.blueprints.k8s_wait")
+        assert list(applies[0]["phases"]) == ["operators", "reread", "operands"]
         assert all(o["ready"] for r in applies for o in r["waited"])
         waited = [o["ref"] for r in applies for o in r["waited"]]
         assert any(ref.startswith("ClusterServiceVersion nvidia-gpu-operator/") for ref in waited)
         assert "CustomResourceDefinition llminferenceservices.serving.kserve.io (apiextensions.k8s.io/v1)" in waited
         # operands of APIs this cluster does not serve are named, not applied
-        notes = " ".join(str(r[4].get("msg", "")) for r in first.results if r[2] == "ansible.builtin.debug")
+        dropped = [d["message"] for d in applies[0]["dropped"]]
         assert (
-            "IPPool nvidia-network-operator/rdma-pool (the cluster does not serve nv-ipam.nvidia.com/v1alpha1)" in notes
+            "IPPool nvidia-network-operator/rdma-pool (the cluster does not serve nv-ipam.nvidia.com/v1alpha1)"
+            in dropped
         )
+        # and the run says so
+        assert "not applied, the cluster does not serve their API: " in first.stdout
 
         policy = _get(cp, "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
         assert policy["status"]["state"] == "ready"
@@ -218,6 +224,7 @@ class TestH100:
         assert second.changed == 0, _changed_tasks(second)
         # no second read of the cluster when every operator was already installed
         assert len(second.results_of("inference.blueprints.cluster_facts")) == 1
+        assert list(second.results_of("inference.blueprints.k8s_apply")[0]["phases"]) == ["operators", "operands"]
         # OpenShift AI's objects leave what KServe installed in its namespace alone
         assert _kserve_presets(cp) == presets
 

@@ -523,3 +523,19 @@ def test_connection_key_follows_the_kubeconfig_file(tmp_path):
     assert kc._connection_key({"kubeconfig": str(cfg)}, env) != first
     assert kc._connection_key({"api_key": "t1"}, env) != kc._connection_key({"api_key": "t2"}, env)
     assert "t1" not in kc._connection_key({"api_key": "t1"}, env)
+
+
+# ---------------------------------------------------------------------------- from_intent
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda p: ka.run({**p, "delivery": "apply", "state": "present"}),
+        lambda p: kf.run({**p, "source": "cluster"}),
+    ],
+)
+def test_the_modules_refuse_from_intent_which_only_the_controller_can_resolve(run):
+    """The intent lives in the controller's facts: a module on a remote host cannot render it."""
+    out = run({"from_intent": {"stage": "serving", "checks": True}, "objects": None, "definition": None})
+    assert out["failed"] and "resolved by the action plugin on the controller" in out["msg"]

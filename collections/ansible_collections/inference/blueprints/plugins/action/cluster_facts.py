@@ -3,12 +3,14 @@
 """Action plugin for inference.blueprints.cluster_facts: the preflight cluster read, in-process on the controller.
 
 Same arguments, results, check and diff mode as the module (the same module_utils engine);
-see plugin_utils/k8s_action.py for when the module runs instead.
+see plugin_utils/k8s_action.py for when the module runs instead. ``from_intent`` (the preflight
+of the deployment intent: read, check, bind) is resolved here: plugin_utils/stage_apply.py.
 """
 
 from __future__ import annotations
 
 from ansible_collections.inference.blueprints.plugins.module_utils.k8s_facts import ARGUMENT_SPEC, run
+from ansible_collections.inference.blueprints.plugins.plugin_utils import stage_apply
 from ansible_collections.inference.blueprints.plugins.plugin_utils.k8s_action import K8sAction
 
 
@@ -18,3 +20,4 @@ class ActionModule(K8sAction):
 
     BULKY = ("plans",)
     RUN = staticmethod(run)
+    FROM_INTENT = staticmethod(stage_apply.run_read)

@@ -3,7 +3,9 @@
 """Action plugin for inference.blueprints.k8s_apply: server-side apply of many objects, in-process on the controller.
 
 Same arguments, results, check and diff mode as the module (the same module_utils engine);
-see plugin_utils/k8s_action.py for when the module runs instead.
+see plugin_utils/k8s_action.py for when the module runs instead. ``from_intent`` (a stage's
+objects rendered from the deployment intent, the platform's two phases) is resolved here:
+plugin_utils/stage_apply.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.k8s_apply imp
     MUTUALLY_EXCLUSIVE,
     run,
 )
+from ansible_collections.inference.blueprints.plugins.plugin_utils import stage_apply
 from ansible_collections.inference.blueprints.plugins.plugin_utils.k8s_action import K8sAction
 
 
@@ -22,3 +25,4 @@ class ActionModule(K8sAction):
     MUTUALLY_EXCLUSIVE = MUTUALLY_EXCLUSIVE
     BULKY = ("objects",)
     RUN = staticmethod(run)
+    FROM_INTENT = staticmethod(stage_apply.run_apply)

@@ -3,17 +3,26 @@
 """Action plugin for inference.blueprints.k8s_wait: concurrent readiness waits, in-process on the controller.
 
 Same arguments, results, check and diff mode as the module (the same module_utils engine);
-see plugin_utils/k8s_action.py for when the module runs instead.
+see plugin_utils/k8s_action.py for when the module runs instead. ``from_intent`` (the waits of a
+stage of the deployment intent) is resolved here: plugin_utils/stage_apply.py.
 """
 
 from __future__ import annotations
 
-from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import ARGUMENT_SPEC, run
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import (
+    ARGUMENT_SPEC,
+    MUTUALLY_EXCLUSIVE,
+    REQUIRED_ONE_OF,
+    run,
+)
+from ansible_collections.inference.blueprints.plugins.plugin_utils import stage_apply
 from ansible_collections.inference.blueprints.plugins.plugin_utils.k8s_action import K8sAction
 
 
 class ActionModule(K8sAction):
     MODULE = "inference.blueprints.k8s_wait"
     ARGUMENT_SPEC = ARGUMENT_SPEC
-
+    MUTUALLY_EXCLUSIVE = MUTUALLY_EXCLUSIVE
+    REQUIRED_ONE_OF = REQUIRED_ONE_OF
     RUN = staticmethod(run)
+    FROM_INTENT = staticmethod(stage_apply.run_wait)

@@ -51,7 +51,7 @@ class ActionModule(intents_mod.IntentAction):
                 # only this host's entry: every reader takes a host's intent from that host's facts, and a
                 # fleet would otherwise copy every cluster's intent into every host's result
                 result["ansible_facts"] = {"site_intents": {me: bound}}
-                result["platform"] = self._summary(bound["platform"])
+                result["platform"] = platform_mod.summary(bound["platform"])
             if args["phase"]:
                 out = self._render(task_vars, args, me, bound, check)
                 if out.get("failed"):
@@ -73,17 +73,6 @@ class ActionModule(intents_mod.IntentAction):
         pre = intent["platform"]["preflight"]
         facts = facts_mod.facts_from_inventory(intent["hardware"], pre["openshift_version"])
         return facts_mod.evaluate(facts, intent["platform"]["requirements"])
-
-    @staticmethod
-    def _summary(p: dict) -> dict:
-        return {
-            "components": p["components"],
-            "rdma": p["rdma"],
-            "source": p["cluster"]["source"],
-            "operators_pending": p["operators_pending"],
-            "decisions": p["decisions"],
-            "notes": p["notes"],
-        }
 
     def _render(self, task_vars: dict, args: dict, me: str, bound: dict | None, check: bool) -> dict:
         hosts = args["hosts"] or [me]

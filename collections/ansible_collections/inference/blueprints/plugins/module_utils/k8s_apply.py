@@ -53,9 +53,11 @@ ARGUMENT_SPEC = dict(
     wait_timeout=dict(type="int", default=300),
     # readiness tests checked, all at once, after a successful apply (k8s_wait's objects)
     wait_for=dict(type="list", elements="dict", default=[], options=k8s_wait.ARGUMENT_SPEC["objects"]["options"]),
+    # the objects and waits of a stage of the host's deployment intent (controller only: plugin_utils/stage_apply.py)
+    from_intent=k8s_wait.FROM_INTENT_SPEC,
     **kc.AUTH_ARG_SPEC,
 )
-MUTUALLY_EXCLUSIVE = [("objects", "definition")]
+MUTUALLY_EXCLUSIVE = [("objects", "definition", "from_intent")]
 
 WORKERS = 8
 
@@ -713,6 +715,8 @@ class _Present(Exception):
 
 def run(params, check_mode=False, diff=False, env=None):
     """The k8s_apply task: a result dict (``failed``/``msg`` on failure)."""
+    if params.get("from_intent"):
+        return {"failed": True, "msg": k8s_wait.FROM_INTENT_ONLY}
     if not HAS_YAML:
         return {"failed": True, "msg": "k8s_apply needs the PyYAML Python package"}
     try:

@@ -7,9 +7,12 @@ AnsiballZ fallback) both call :func:`get_client` and the helpers here.
 
 Connection
     :func:`get_client` builds one :class:`Client` per connection identity (kubeconfig,
-    context, host, credentials) and process. Credentials are loaded by the ``kubernetes``
-    package (kubeconfig, exec plugins, in-cluster service account); requests go through
-    its urllib3 pool, JSON in and out, so the client is thread-safe and version-neutral.
+    context, host, credentials) and process. :func:`load_configuration` reads the common
+    kubeconfigs itself (bearer token, client certificate, CA, insecure-skip-tls-verify), the
+    in-cluster service account and host plus API key; it hands the rest (exec credential
+    plugins, auth providers, basic auth, several files in KUBECONFIG) to the ``kubernetes``
+    package, imported only then. Requests go through one urllib3 pool, JSON in and out, so
+    the client is thread-safe and version-neutral.
 
 Discovery
     :meth:`Client.resource` maps ``(apiVersion, kind)`` to a :class:`Resource`. The map
@@ -36,25 +39,28 @@ Private to the collection: the public interface is the modules.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 import random
 import re
+import sys
 import tempfile
 import threading
 import time
 from collections import namedtuple
 from urllib.parse import quote, urlencode
 
+# The ``kubernetes`` package is imported only for what the collection's own loader
+# (:class:`Configuration`) leaves to it: exec credential plugins, auth providers, basic auth,
+# several kubeconfig files in KUBECONFIG. Importing it costs a quarter of a second (requests,
+# oauthlib, pydantic, dateutil) on every run, more than a no-op apply spends on requests.
 try:
     import urllib3
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
-    from kubernetes.client import rest as k8s_rest
 
-    HAS_KUBERNETES = True
+    HAS_KUBERNETES = True  # what the client needs on this host: urllib3 (and PyYAML, with ansible-core)
     KUBERNETES_IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - reported by the callers
     HAS_KUBERNETES = False
@@ -494,8 +500,201 @@ def _check_kubeconfig(path, name, context, context_name):
         )
 
 
+IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# what the collection's own loader reads in a kubeconfig; any other user or cluster key (exec,
+# auth-provider, username/password, tokenFile, proxy-url, ...) goes to the kubernetes package
+_FAST_USER_KEYS = frozenset(("token", "client-certificate-data", "client-key-data", "client-certificate", "client-key"))
+_FAST_CLUSTER_KEYS = frozenset(
+    ("server", "certificate-authority-data", "certificate-authority", "insecure-skip-tls-verify")
+)
+_TEMP_FILES: list = []
+
+
+class ConfigError(Exception):
+    """A kubeconfig the loader cannot use; the caller says where it came from."""
+
+
+class Configuration:
+    """The connection of one identity to one API server: server URL, TLS, credentials.
+
+    The collection's own loader fills it for the common kubeconfigs (bearer token, client
+    certificate, CA, insecure-skip-tls-verify), the in-cluster service account and host plus API
+    key; the kubernetes package's ``Configuration`` stands in for the rest (same attributes).
+    """
+
+    def __init__(self):
+        self.host = "http://localhost"
+        self.verify_ssl = True
+        self.ssl_ca_cert = None  # path
+        self.ca_cert_data = None  # PEM text (certificate-authority-data)
+        self.cert_file = None
+        self.key_file = None
+        self.username = None
+        self.api_key = {}
+        self.connection_pool_maxsize = POOL_SIZE
+        self.token_file = None  # re-read every minute (the kubelet rotates a service account's token)
+        self._token_read = 0.0
+
+    def auth_settings(self):
+        if self.token_file and time.monotonic() - self._token_read > 60:
+            with open(self.token_file, encoding="utf-8") as fh:
+                self.api_key = {"authorization": f"Bearer {fh.read().strip()}"}
+            self._token_read = time.monotonic()
+        value = self.api_key.get("authorization")
+        return {"BearerToken": {"in": "header", "key": "authorization", "value": value}} if value else {}
+
+    def pool_manager(self):
+        kwargs = {
+            "num_pools": 4,
+            "maxsize": self.connection_pool_maxsize,
+            "cert_reqs": "CERT_REQUIRED" if self.verify_ssl else "CERT_NONE",
+        }
+        if self.verify_ssl:
+            if self.ssl_ca_cert:
+                kwargs["ca_certs"] = self.ssl_ca_cert
+            elif self.ca_cert_data:
+                kwargs["ca_cert_data"] = self.ca_cert_data
+            else:
+                try:
+                    import certifi  # the kubernetes package's default too
+
+                    kwargs["ca_certs"] = certifi.where()
+                except ImportError:  # the system's trust store
+                    pass
+        if self.cert_file:
+            kwargs.update(cert_file=self.cert_file, key_file=self.key_file)
+        return urllib3.PoolManager(**kwargs)
+
+
+def _b64(text, what):
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(text, validate=False)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigError(f"{what} is not valid base64: {exc}") from exc
+
+
+def _temp_file(data, suffix):
+    """A 0600 file holding credential data, removed by :func:`release`."""
+    fd, path = tempfile.mkstemp(prefix="inference-blueprints-", suffix=suffix)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    _TEMP_FILES.append(path)
+    return path
+
+
+def _named_entry(doc, section, name, what):
+    for item in doc.get(section) or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item.get(what[0]) or {}
+    raise ConfigError(f"{what[1]} {name!r} is not defined in the kubeconfig's {section}")
+
+
+def _fast_kubeconfig(doc, context, base_dir):
+    """A :class:`Configuration` for a kubeconfig the collection's own loader reads, or None when
+    it uses something only the kubernetes package does (exec plugins, auth providers, ...)."""
+    if not isinstance(doc, dict):
+        raise ConfigError("the kubeconfig is not a mapping")
+    name = context or doc.get("current-context")
+    if not name:
+        raise ConfigError("no context given and the kubeconfig has no current-context")
+    ctx = _named_entry(doc, "contexts", name, ("context", "context"))
+    cluster = _named_entry(doc, "clusters", ctx.get("cluster"), ("cluster", "cluster"))
+    user = _named_entry(doc, "users", ctx.get("user"), ("user", "user")) if ctx.get("user") else {}
+    if set(user) - _FAST_USER_KEYS or set(cluster) - _FAST_CLUSTER_KEYS:
+        return None
+    if not cluster.get("server"):
+        raise ConfigError(f"cluster {ctx.get('cluster')!r} has no server")
+
+    def path(p):
+        return p if os.path.isabs(p) or not base_dir else os.path.join(base_dir, p)
+
+    cfg = Configuration()
+    cfg.host = cluster["server"]
+    cfg.verify_ssl = not cluster.get("insecure-skip-tls-verify", False)
+    if cluster.get("certificate-authority-data"):
+        cfg.ca_cert_data = _b64(cluster["certificate-authority-data"], "certificate-authority-data").decode()
+    elif cluster.get("certificate-authority"):
+        cfg.ssl_ca_cert = path(cluster["certificate-authority"])
+    if user.get("token"):
+        cfg.api_key = {"authorization": f"Bearer {user['token']}"}
+    if user.get("client-certificate-data"):
+        cfg.cert_file = _temp_file(_b64(user["client-certificate-data"], "client-certificate-data"), ".crt")
+    elif user.get("client-certificate"):
+        cfg.cert_file = path(user["client-certificate"])
+    if user.get("client-key-data"):
+        cfg.key_file = _temp_file(_b64(user["client-key-data"], "client-key-data"), ".key")
+    elif user.get("client-key"):
+        cfg.key_file = path(user["client-key"])
+    if bool(cfg.cert_file) != bool(cfg.key_file):
+        raise ConfigError(
+            f"user {ctx.get('user')!r} has a client certificate without its key, or a key without its certificate"
+        )
+    return cfg
+
+
+def _in_cluster(env):
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    token, ca = os.path.join(IN_CLUSTER_DIR, "token"), os.path.join(IN_CLUSTER_DIR, "ca.crt")
+    if not host or not port:
+        raise ConfigError("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must both be set")
+    if not os.path.isfile(token):
+        raise ConfigError(f"no service account token at {token}")
+    cfg = Configuration()
+    cfg.host = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    cfg.ssl_ca_cert = ca if os.path.isfile(ca) else None
+    cfg.token_file = token
+    cfg.auth_settings()  # reads the token now: an unreadable one fails here
+    return cfg
+
+
+def _load_yaml(path):
+    import yaml  # lazy: PyYAML comes with ansible-core
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"not a valid kubeconfig file: {exc}") from exc
+
+
+def _kubernetes_package():
+    try:
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+    except ImportError as exc:
+        raise ConfigError(
+            "this kubeconfig needs the kubernetes Python package (exec plugins, auth providers), "
+            f"which cannot be imported: {exc}"
+        ) from exc
+    return k8s, k8s_config
+
+
+def _with_kubernetes(load, *args, **kwargs):
+    """A Configuration from the kubernetes package's loader (what ours does not read)."""
+    k8s, k8s_config = _kubernetes_package()
+    configuration = k8s.Configuration()
+    try:
+        load(k8s_config)(*args, client_configuration=configuration, **kwargs)
+    except k8s_config.ConfigException as exc:
+        raise ConfigError(str(exc)) from exc
+    return configuration
+
+
+def _from_kubeconfig(doc, path, context):
+    cfg = _fast_kubeconfig(doc, context, os.path.dirname(path) if path else None)
+    if cfg is not None:
+        return cfg
+    if path:
+        return _with_kubernetes(lambda m: m.load_kube_config, config_file=path, context=context)
+    return _with_kubernetes(lambda m: m.load_kube_config_from_dict, doc, context=context)
+
+
 def load_configuration(params, env=None):
-    """A ``kubernetes.client.Configuration`` for the connection options (task args, then K8S_AUTH_*)."""
+    """A :class:`Configuration` for the connection options (task args, then K8S_AUTH_*)."""
     env = os.environ if env is None else env
     kubeconfig = _param(params, "kubeconfig", env)
     context = _param(params, "context", env)
@@ -503,23 +702,23 @@ def load_configuration(params, env=None):
     api_key = _param(params, "api_key", env)
     kubeconfig_name = _named(params, "kubeconfig", env, "k8s_kubeconfig")
     context_name = _named(params, "context", env, "k8s_context")
-    configuration = k8s.Configuration()
+    configuration = Configuration()
     source = ""
     try:
         if isinstance(kubeconfig, dict):
             source = f"the {kubeconfig_name or 'kubeconfig'} mapping"
-            k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration)
+            configuration = _from_kubeconfig(kubeconfig, None, context)
         elif kubeconfig:
             path = os.path.expanduser(str(kubeconfig))
             source = f"{kubeconfig_name or 'kubeconfig'}={path}"
             _check_kubeconfig(path, kubeconfig_name or "kubeconfig", context, context_name)
-            k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+            configuration = _from_kubeconfig(_load_yaml(path), path, context)
         elif host and api_key:
             source = f"{_named(params, 'host', env, 'host') or 'host'}={host} with an API key"
             configuration.host = host
         elif env.get("KUBERNETES_SERVICE_HOST"):
             source = "the in-cluster service account"
-            k8s_config.load_incluster_config(client_configuration=configuration)
+            configuration = _in_cluster(env)
         else:
             default = env.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
             name = "KUBECONFIG" if env.get("KUBECONFIG") else "the default kubeconfig"
@@ -528,14 +727,23 @@ def load_configuration(params, env=None):
                 _check_kubeconfig(
                     default, f"{name} (neither k8s_kubeconfig nor K8S_AUTH_KUBECONFIG is set)", context, context_name
                 )
-            k8s_config.load_kube_config(config_file=default, context=context, client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError) as exc:
+                configuration = _from_kubeconfig(_load_yaml(default), default, context)
+            else:  # several files, merged the kubernetes package's way
+                configuration = _with_kubernetes(lambda m: m.load_kube_config, config_file=default, context=context)
+    except (ConfigError, OSError) as exc:
         raise ClientError(f"cannot load Kubernetes credentials from {source or 'the environment'}: {exc}") from exc
     if context:
         source += f", {context_name or 'context'}={context}"
     configuration.inference_blueprints_source = source
+    return _overridden(configuration, params, env)
+
+
+def _overridden(configuration, params, env):
+    """The task options (or K8S_AUTH_*) that override the kubeconfig: host, API key, TLS checks, CA."""
+    host = _param(params, "host", env)
     if host:
         configuration.host = host
+    api_key = _param(params, "api_key", env)
     if api_key:
         configuration.api_key = {"authorization": f"Bearer {api_key}"}
     validate = _param(params, "validate_certs", env)
@@ -574,10 +782,13 @@ def release():
         for client in _CLIENTS.values():
             client.close()
         _CLIENTS.clear()
-    if HAS_KUBERNETES:
-        cleanup = getattr(getattr(k8s_config, "kube_config", None), "_cleanup_temp_files", None)
-        if cleanup is not None:
-            cleanup()
+    while _TEMP_FILES:
+        with contextlib.suppress(OSError):
+            os.unlink(_TEMP_FILES.pop())
+    kube_config = sys.modules.get("kubernetes.config.kube_config")  # only when a run needed the package
+    cleanup = getattr(kube_config, "_cleanup_temp_files", None)
+    if cleanup is not None:
+        cleanup()
 
 
 class Client:
@@ -590,7 +801,12 @@ class Client:
         # where the connection came from, for messages: "K8S_AUTH_KUBECONFIG=/path, k8s_context=admin"
         self.source = getattr(configuration, "inference_blueprints_source", "") or "the connection options"
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
-        self._http = k8s_rest.RESTClientObject(configuration).pool_manager
+        if isinstance(configuration, Configuration):
+            self._http = configuration.pool_manager()
+        else:  # the kubernetes package's Configuration (exec plugins, auth providers, ...)
+            from kubernetes.client import rest as k8s_rest
+
+            self._http = k8s_rest.RESTClientObject(configuration).pool_manager
         self._trace_path = env.get(ENV_TRACE)
         self._trace_lock = threading.Lock()
         self.discovery = Discovery(self, default_cache_dir(env), discovery_ttl(env))

@@ -32,7 +32,14 @@ ARGUMENT_SPEC = dict(
     components=dict(type="list", elements="str", default=[]),
     requirements=dict(type="dict", default={}),
     fail_on_unmet=dict(type="bool", default=True),
+    # what to read and check comes from the host's deployment intent, which is then bound to the read
+    # (controller only: plugin_utils/stage_apply.py)
+    from_intent=dict(type="dict", options=dict(checks=dict(type="bool", default=True))),
     **kc.AUTH_ARG_SPEC,
+)
+FROM_INTENT_ONLY = (
+    "from_intent is resolved by the action plugin on the controller, where the deployment intent is; "
+    "the module takes source, hardware, packages and requirements"
 )
 
 
@@ -133,6 +140,8 @@ PREFETCH_WORKERS = 8
 def run(params, check_mode=False, diff=False, env=None):
     """The cluster_facts task: a result dict (``failed``/``msg`` on failure). Never writes."""
     del check_mode, diff
+    if params.get("from_intent"):
+        return {"failed": True, "msg": FROM_INTENT_ONLY}
     p = params
     if p["source"] == "inventory":
         facts = facts_from_inventory(p["hardware"], p["openshift_version"])

@@ -25,11 +25,24 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_cl
 
 DEFAULT_SLEEP = 2.0  # the longest pause between polls (k8s_wait's ``sleep`` default; k8s_apply's wait_for)
 
+# from_intent (k8s_apply and k8s_wait): a stage of the host's deployment intent gives the objects
+# and waits; the action plugins resolve it on the controller, where the intent is
+FROM_INTENT_SPEC = dict(
+    type="dict",
+    options=dict(
+        stage=dict(type="str", required=True, choices=["platform", "serving"]),
+        components=dict(type="list", elements="str"),
+    ),
+)
+FROM_INTENT_ONLY = (
+    "from_intent is resolved by the action plugin on the controller, where the deployment intent is; "
+    "the module takes objects"
+)
+
 ARGUMENT_SPEC = dict(
     objects=dict(
         type="list",
         elements="dict",
-        required=True,
         options=dict(
             apiVersion=dict(type="str", required=True),
             kind=dict(type="str", required=True),
@@ -43,8 +56,11 @@ ARGUMENT_SPEC = dict(
     ),
     timeout=dict(type="int", default=600),
     sleep=dict(type="float", default=DEFAULT_SLEEP),
+    from_intent=FROM_INTENT_SPEC,
     **kc.AUTH_ARG_SPEC,
 )
+REQUIRED_ONE_OF = [("objects", "from_intent")]
+MUTUALLY_EXCLUSIVE = [("objects", "from_intent")]
 
 WORKERS = 8
 FIRST_PAUSE = 0.25
@@ -216,6 +232,8 @@ def wait(client, specs, timeout, sleep):
 def run(params, check_mode=False, diff=False, env=None):
     """The k8s_wait task: a result dict (``failed``/``msg`` on failure)."""
     del diff
+    if params.get("from_intent"):
+        return {"failed": True, "msg": FROM_INTENT_ONLY}
     if check_mode:
         return {"changed": False, "elapsed": 0.0, "objects": [], "msg": "check mode: nothing to wait for"}
     if not kc.HAS_KUBERNETES:

@@ -87,6 +87,20 @@ options:
       - Fail, listing every unmet requirement, when any requirement is unmet.
     type: bool
     default: true
+  from_intent:
+    description:
+      - Take O(source), O(hardware), O(openshift_version), O(packages), O(requirements) and
+        O(fail_on_unmet) from the host's deployment intent (the C(site_intents) fact, or computed from
+        the inventory when no earlier task set it), then bind the intent to what was read and set it
+        as the host's C(site_intents) fact (the preflight of the site in one task).
+      - Resolved by the action plugin on the controller, where the intent is; the module alone
+        refuses it.
+    type: dict
+    suboptions:
+      checks:
+        description: Check the site's requirements (V(false) reads and binds only, as a removal does).
+        type: bool
+        default: true
 extends_documentation_fragment:
   - inference.blueprints.k8s_auth
   - inference.blueprints.k8s_auth.ATTRIBUTES

@@ -104,6 +104,30 @@ options:
         O(wait_for) (all its objects together).
     type: int
     default: 300
+  from_intent:
+    description:
+      - Take the objects and readiness waits from a stage of the host's deployment intent (the C(site_intents) fact, or
+        computed from the inventory when no earlier task set it) instead of O(objects), O(definition) and O(wait_for).
+      - C(serving) renders the serving components' objects and applies them in one call, then waits
+        for all of them at once (as O(wait_for)).
+      - C(platform) runs the platform's two phases in this one task. Every operator in one apply and
+        one wait; when operators were installed, one new read of the cluster and the intent bound to
+        the APIs they serve (set as the host's fact); every operand in one apply and one wait. In
+        check mode both phases go in one dry run. The result adds RV(phases), RV(notes) and
+        RV(dropped).
+      - Resolved by the action plugin on the controller, where the intent is; the module alone
+        refuses it.
+    type: dict
+    suboptions:
+      stage:
+        description: The stage whose objects to take.
+        type: str
+        required: true
+        choices: [platform, serving]
+      components:
+        description: Only these components of the stage (default, every component the intent lists for it).
+        type: list
+        elements: str
   wait_for:
     description:
       - Readiness tests checked after a successful apply, all at once and on the task's own
@@ -230,9 +254,28 @@ waited:
       description: What was last seen.
       type: str
 wait_elapsed:
-  description: Seconds spent checking O(wait_for).
+  description: Seconds spent checking O(wait_for) (with O(from_intent), every step's waits).
   returned: when O(wait_for) was checked
   type: float
+phases:
+  description:
+    - With O(from_intent), what each step did, by name (C(preflight), C(operators), C(reread),
+      C(operands)); a step that did not run is absent.
+  returned: with O(from_intent)
+  type: dict
+notes:
+  description: With O(from_intent.stage=platform), what the deployment intent notes for this cluster.
+  returned: with O(from_intent.stage=platform)
+  type: list
+  elements: str
+dropped:
+  description:
+    - With O(from_intent.stage=platform), the operands not applied because the cluster does not serve
+      their API (after their operators were installed), each with C(kind), C(name), C(namespace),
+      C(why) and C(message).
+  returned: with O(from_intent.stage=platform)
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

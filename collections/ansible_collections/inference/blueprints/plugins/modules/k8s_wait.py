@@ -37,10 +37,9 @@ attributes:
     support: none
 options:
   objects:
-    description: What to wait for.
+    description: What to wait for (or O(from_intent)).
     type: list
     elements: dict
-    required: true
     suboptions:
       apiVersion:
         description: API version of the object.
@@ -70,6 +69,24 @@ options:
       value:
         description: Wanted value of O(objects[].field); a list means any of these values.
         type: raw
+  from_intent:
+    description:
+      - Take the readiness waits from a stage of the host's deployment intent (the C(site_intents) fact, or
+        computed from the inventory when no earlier task set it) instead of O(objects).
+      - Waits for everything the stage's objects are waited for when applied, all at once.
+      - Resolved by the action plugin on the controller, where the intent is; the module alone
+        refuses it.
+    type: dict
+    suboptions:
+      stage:
+        description: The stage whose objects to take.
+        type: str
+        required: true
+        choices: [platform, serving]
+      components:
+        description: Only these components of the stage (default, every component the intent lists for it).
+        type: list
+        elements: str
   timeout:
     description: Seconds to wait for all objects together.
     type: int
@@ -128,11 +145,21 @@ elapsed:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import ARGUMENT_SPEC, run  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.k8s_wait import (  # noqa: E402
+    ARGUMENT_SPEC,
+    MUTUALLY_EXCLUSIVE,
+    REQUIRED_ONE_OF,
+    run,
+)
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        required_one_of=REQUIRED_ONE_OF,
+        mutually_exclusive=MUTUALLY_EXCLUSIVE,
+        supports_check_mode=True,
+    )
     result = run(module.params, check_mode=module.check_mode)
     if result.pop("failed", False):
         module.fail_json(**result)

@@ -4,12 +4,12 @@
 
 Each runs its task in-process on the controller, through the same module_utils engine as the
 module of the same name: no AnsiballZ transfer or interpreter start per task, the
-``kubernetes`` package imported once by the controller (before Ansible forks its workers),
-one client per connection and the discovery cache of ``module_utils.k8s_client``.
+client code imported once by the controller (before Ansible forks its workers), one client
+per connection and the discovery cache of ``module_utils.k8s_client``.
 
 The module runs instead (on the target, as before) when the host's connection is not
-``local`` (the kubeconfig then lives on that host), when the controller's Python lacks the
-``kubernetes`` package, or when ``INFERENCE_BLUEPRINTS_K8S_EXECUTION=module`` is set (for
+``local`` (the kubeconfig then lives on that host), when the controller's Python lacks
+urllib3, or when ``INFERENCE_BLUEPRINTS_K8S_EXECUTION=module`` is set (for
 comparisons and debugging).
 """
 
@@ -35,6 +35,7 @@ class K8sAction(ActionBase):
     MODULE = ""  # FQCN of the module of the same name (the fallback)
     ARGUMENT_SPEC: dict = {}
     MUTUALLY_EXCLUSIVE: list | None = None
+    REQUIRED_ONE_OF: list | None = None
     # Options of type list/elements dict that can be large (all the objects of a stage):
     # the argument spec validator deep-copies every value, which costs more than applying a
     # hundred objects, so these are checked here (a list of mappings) and passed through.
@@ -43,6 +44,10 @@ class K8sAction(ActionBase):
     @staticmethod
     def RUN(params, check_mode=False, diff=False, env=None):  # noqa: N802 - set by subclasses
         raise NotImplementedError
+
+    # ``from_intent`` (k8s_apply, k8s_wait): resolved here, on the controller, where the deployment
+    # intent is; fn(action, task_vars, validated_args, env, in_process) -> result (stage_apply.py)
+    FROM_INTENT = None
 
     def _environment(self):
         """The controller's environment plus the task's ``environment:`` keyword."""
@@ -63,6 +68,14 @@ class K8sAction(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         env = self._environment()
+        if self.FROM_INTENT is not None and self._task.args.get("from_intent") is not None:
+            args = self._validated()
+            try:
+                outcome = type(self).FROM_INTENT(self, task_vars or {}, args, env, self._in_process(env))
+            finally:
+                kc.release()
+            result.update(outcome)
+            return result
         if not self._in_process(env):
             result.update(
                 self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars)
@@ -88,7 +101,9 @@ class K8sAction(ActionBase):
         try:
             self._task.args = {**full_args, **dict.fromkeys(bulky, [])}
             _validation, args = self.validate_argument_spec(
-                argument_spec=self.ARGUMENT_SPEC, mutually_exclusive=self.MUTUALLY_EXCLUSIVE
+                argument_spec=self.ARGUMENT_SPEC,
+                mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
+                required_one_of=self.REQUIRED_ONE_OF,
             )
         finally:
             self._task.args = full_args

@@ -1084,6 +1084,19 @@ def bind(intent: dict, facts: dict | None, operators_ready: bool = False, dry_ru
 # ---------------------------------------------------------------------------- render-time helpers
 
 
+def summary(platform: dict) -> dict:
+    """What a bind decided, for task results: components, RDMA, the read's source, pending operators,
+    decisions and notes."""
+    return {
+        "components": platform["components"],
+        "rdma": platform["rdma"],
+        "source": platform["cluster"]["source"],
+        "operators_pending": platform["operators_pending"],
+        "decisions": platform["decisions"],
+        "notes": platform["notes"],
+    }
+
+
 def unserved(platform: dict, component: str, api_version: str, kind: str) -> str | None:
     """Why an object of ``component`` cannot be applied to the bound cluster, or None.
 
