@@ -103,6 +103,13 @@ def run_apply(action, task_vars: dict, params: dict, env: dict, in_process: bool
                 "failed": True,
                 "msg": f"from_intent and {key} are mutually exclusive: the intent gives the objects",
             }
+    if params["state"] != "present" or params["delivery"] != "apply":
+        return {
+            "failed": True,
+            "msg": "from_intent applies the intent's objects (state=present, delivery=apply); valid: leave state and "
+            "delivery unset. The intent's own delivery decides render and GitOps (the render action), and "
+            "playbooks/teardown.yml removes a site",
+        }
     engines = _Engines(action, task_vars, env, in_process)
     try:
         intent = _intent(action, task_vars)
