@@ -469,26 +469,20 @@ def _named(params, key, env, inventory_name):
     return _ENV[key] if env.get(_ENV[key]) is not None else None
 
 
-def _contexts_of(path):
-    """The context names of one kubeconfig file (None when it cannot be read as one)."""
-    try:
-        import yaml  # lazy: PyYAML comes with ansible-core
-
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-        return [c.get("name") for c in (doc or {}).get("contexts") or [] if isinstance(c, dict)]
-    except Exception:  # noqa: BLE001 - the kubernetes loader reports unreadable files itself
-        return None
-
-
-def _check_kubeconfig(path, name, context, context_name):
-    """Clear errors, naming the variable, for a kubeconfig that is not there or lacks the context."""
+def _read_kubeconfig(path, name, context, context_name):
+    """The kubeconfig file, parsed once; clear errors, naming the variable, for one that is not
+    there or lacks the context."""
     if not os.path.exists(path):
         raise ClientError(
             f"{name}: {path} does not exist; valid: the path of this cluster's kubeconfig file "
             "(k8s_kubeconfig in the cluster's host_vars, or K8S_AUTH_KUBECONFIG)"
         )
-    names = _contexts_of(path)
+    doc = _load_yaml(path)
+    names = (
+        [c.get("name") for c in (doc or {}).get("contexts") or [] if isinstance(c, dict)]
+        if isinstance(doc, dict)
+        else None
+    )
     if context and names is not None and context not in names:
         import difflib
 
@@ -498,6 +492,7 @@ def _check_kubeconfig(path, name, context, context_name):
             f"{context_name or 'context'}: {context!r} is not a context of {path}{hint}; "
             f"valid: {', '.join(names) or '(the file has no contexts)'}"
         )
+    return doc
 
 
 IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -711,8 +706,8 @@ def load_configuration(params, env=None):
         elif kubeconfig:
             path = os.path.expanduser(str(kubeconfig))
             source = f"{kubeconfig_name or 'kubeconfig'}={path}"
-            _check_kubeconfig(path, kubeconfig_name or "kubeconfig", context, context_name)
-            configuration = _from_kubeconfig(_load_yaml(path), path, context)
+            doc = _read_kubeconfig(path, kubeconfig_name or "kubeconfig", context, context_name)
+            configuration = _from_kubeconfig(doc, path, context)
         elif host and api_key:
             source = f"{_named(params, 'host', env, 'host') or 'host'}={host} with an API key"
             configuration.host = host
@@ -724,10 +719,10 @@ def load_configuration(params, env=None):
             name = "KUBECONFIG" if env.get("KUBECONFIG") else "the default kubeconfig"
             source = f"{name}={default}"
             if os.pathsep not in default:
-                _check_kubeconfig(
+                doc = _read_kubeconfig(
                     default, f"{name} (neither k8s_kubeconfig nor K8S_AUTH_KUBECONFIG is set)", context, context_name
                 )
-                configuration = _from_kubeconfig(_load_yaml(default), default, context)
+                configuration = _from_kubeconfig(doc, default, context)
             else:  # several files, merged the kubernetes package's way
                 configuration = _with_kubernetes(lambda m: m.load_kube_config, config_file=default, context=context)
     except (ConfigError, OSError) as exc:
