@@ -295,6 +295,36 @@ class TestSno:
         second = _ok(run_playbook(PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host))
         assert second.changed == 0, _changed_tasks(second)
 
+    def test_an_openshift_ai_release_with_another_vllm_stops_the_run_after_its_operators(self, cp):
+        """The site moves to OpenShift AI 3.5.0 (channel fast-3.x), whose CSV names vLLM 0.24.0+rhaiv.9 for its
+        presets, while its plans are written for the default vLLM 0.33: preflight cannot know (3.4.0's CSV names
+        no version), so the platform stage reads the CSV again once the operators are up and stops before the
+        operands. Stating vllm_version 0.24.0 then passes preflight and converges."""
+        host, moved = "store-berlin-001", {"openshift_ai_channel": "fast-3.x"}
+        run = run_playbook(PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host, extravars=moved)
+        assert run.rc != 0
+        msg = run.failure_messages()
+        assert "the operators above are installed; read again, the cluster has 1 requirement(s) not met" in msg
+        assert "vLLM engine: the plans are written for vLLM 0.33.0 (the default; the site sets no vllm_version)" in msg
+        assert (
+            "presets of rhods-operator.3.5.0 (redhat-ods-operator/rhods-operator.3.5.0) run vLLM 0.24.0+rhaiv.9" in msg
+        )
+        assert 'set vllm_version: "0.24.0"' in msg, msg
+        sub = _get(cp, "operators.coreos.com/v1alpha1", "Subscription", "rhods-operator", "redhat-ods-operator")
+        assert sub["spec"]["channel"] == "fast-3.x" and sub["status"]["installedCSV"] == "rhods-operator.3.5.0"
+        # the run waited for the new channel's head, not the CSV the Subscription had installed from the old one
+        (apply,) = [r for r in run.results if r[2] == "inference.blueprints.k8s_apply"]
+        waited = [w["ref"] for w in apply[4]["waited"]]
+        assert any(w.startswith("ClusterServiceVersion redhat-ods-operator/rhods-operator.3.5.0") for w in waited)
+        assert "operands" not in apply[4]["phases"], apply[4]["phases"]
+        stated = _ok(
+            run_playbook(
+                PLATFORM, EDGE, kubeconfig=cp.kubeconfig, limit=host, extravars={**moved, "vllm_version": "0.24.0"}
+            )
+        )
+        (read,) = stated.results_of("inference.blueprints.cluster_facts")
+        assert read["unmet"] == [] and not any(w.startswith("vLLM engine") for w in read["cluster_facts"]["warnings"])
+
 
 RENDER_CHECKED = """
 - hosts: all

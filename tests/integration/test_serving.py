@@ -10,6 +10,7 @@ The molecule scenarios converge every other example site the same way.
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 
@@ -127,3 +128,75 @@ def test_preflight_fails_without_the_planned_gpus_and_applies_nothing(cluster_fa
     with pytest.raises(ApiException) as err:
         core.get(name="llm-chat")
     assert err.value.status == 404
+
+
+def test_plans_for_another_vllm_than_openshift_ais_presets_stop_at_preflight(cluster_factory, tmp_path):
+    """OpenShift AI 3.5.0's CSV names the vLLM of its presets (0.24.0+rhaiv.9): a site planned for the default
+    vLLM 0.33 stops at preflight with the fix, nothing applied; stating vllm_version 0.24.0 passes preflight (in
+    check mode: the platform stage of a cluster that already runs the site would write nothing either way)."""
+    cluster = cluster_factory(EXAMPLES["example-chat"])
+    engine_env = [
+        {"name": "RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE", "value": "registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:"
+         "ba060ec145e1b7ac3a3b25b89fc75f7d146746156990ff5858235eaa9d158e32"},
+        {"name": "RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE_UPSTREAM_VERSION", "value": "0.24.0+rhaiv.9"},
+    ]  # fmt: skip
+    csv = {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": "rhods-operator.3.5.0", "namespace": "engine-check"},
+        "spec": {
+            "displayName": "Red Hat OpenShift AI",
+            "version": "3.5.0",
+            "install": {
+                "strategy": "deployment",
+                "spec": {
+                    "deployments": [
+                        {
+                            "name": "rhods-operator",
+                            "spec": {
+                                "selector": {"matchLabels": {"name": "rhods-operator"}},
+                                "template": {
+                                    "metadata": {"labels": {"name": "rhods-operator"}},
+                                    "spec": {"containers": [{"name": "rhods-operator", "env": engine_env}]},
+                                },
+                            },
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "engine-check"}})
+    cluster.kubectl("create", "-f", "-", input=json.dumps(csv), check=True)
+    cluster.kubectl(
+        "patch", "clusterserviceversion", "rhods-operator.3.5.0", "-n", "engine-check", "--subresource=status",
+        "--type=merge", "-p", '{"status": {"phase": "Succeeded", "reason": "InstallSucceeded"}}', check=True,
+    )  # fmt: skip
+    try:
+        run = _converge("example-chat", cluster, tmp_path)
+        assert run.rc != 0
+        host, _task, action, _status, result = run.failures()[0]
+        assert action == "inference.blueprints.cluster_facts", (action, result.get("msg"))
+        msg = str(result.get("msg"))
+        assert "vLLM engine: the plans are written for vLLM 0.33.0 (the default; the site sets no vllm_version)" in msg
+        assert "rhods-operator.3.5.0 (engine-check/rhods-operator.3.5.0) run vLLM 0.24.0+rhaiv.9" in msg, msg
+        assert 'set vllm_version: "0.24.0"' in msg, msg
+        assert run.results_of("inference.blueprints.k8s_apply") == [], "objects were applied before preflight failed"
+
+        stated = run_playbook(
+            PLAYBOOKS / "platform.yml",
+            INVENTORIES / "example-chat",
+            kubeconfig=cluster.kubeconfig,
+            extravars={"report_dir": str(tmp_path / "reports"), "vllm_version": "0.24.0"},
+            check=True,
+        )
+        assert stated.rc == 0, stated.failure_messages() or stated.stdout[-4000:]
+        (read,) = stated.results_of("inference.blueprints.cluster_facts")
+        assert read["unmet"] == [], read["unmet"]
+        assert read["cluster_facts"]["csvs"]["engine-check/rhods-operator.3.5.0"]["engine"]["vllm_version"] == (
+            "0.24.0+rhaiv.9"
+        )
+    finally:
+        # the CSV first and waited for: the other tests of this control plane must not see its engine
+        cluster.kubectl("delete", "clusterserviceversion", "rhods-operator.3.5.0", "-n", "engine-check", "--wait")
+        cluster.kubectl("delete", "namespace", "engine-check", "--wait=false")

@@ -84,6 +84,8 @@ CONFIG_NAMESPACE = "sim-system"
 CONFIG_NAME = "sim-config"
 DEFAULT_DELAY = 0.2
 CATALOG = Path(__file__).resolve().parents[1] / "controlplane" / "catalog" / "packages.yaml"
+# the operator deployment's environment of the CSVs that set one we read (OpenShift AI's preset engine)
+CSV_ENV = yaml.safe_load((CATALOG.parent / "csv_env.yaml").read_text()) or {}
 
 
 def now() -> str:
@@ -490,8 +492,13 @@ class Simulator:
             return
         manual = spec.get("installPlanApproval") == "Manual"
         ip_ref = st.get("installPlanRef")
-        if not ip_ref:
-            ip_name = f"install-{md['uid'][:5]}"
+        ip = self.get(INSTALLPLAN, ns, ip_ref["name"]) if ip_ref else None
+        generation = int(st.get("installPlanGeneration") or 0)
+        upgrade = bool(ip) and (ip.get("spec") or {}).get("clusterServiceVersionNames") != [csv_name]
+        if not ip_ref or upgrade:
+            # a first install, or (like OLM after a channel change) an upgrade to the new channel's head
+            generation += 1
+            ip_name = f"install-{md['uid'][:5]}" + (f"-{generation}" if generation > 1 else "")
             self.create(
                 INSTALLPLAN,
                 ns,
@@ -514,7 +521,7 @@ class Simulator:
                         "approval": "Manual" if manual else "Automatic",
                         "approved": not manual,
                         "clusterServiceVersionNames": [csv_name],
-                        "generation": 1,
+                        "generation": generation,
                     },
                 },
             )
@@ -531,7 +538,7 @@ class Simulator:
                         "name": ip_name,
                         "uuid": md["uid"],
                     },
-                    "installPlanGeneration": 1,
+                    "installPlanGeneration": generation,
                     "state": "UpgradePending",
                     "lastUpdated": now(),
                     "conditions": [cond("InstallPlanPending", "True", "RequiresApproval" if manual else "Installing")],
@@ -540,9 +547,12 @@ class Simulator:
             )
             self.schedule(INSTALLPLAN, ns, ip_name)
             return
-        ip = self.get(INSTALLPLAN, ns, ip_ref["name"])
         complete = ip and (ip.get("status") or {}).get("phase") == "Complete"
         if complete and (st.get("state") != "AtLatestKnown" or st.get("installedCSV") != csv_name):
+            old = st.get("installedCSV")
+            if old and old != csv_name:  # the upgraded CSV replaces the one installed before
+                with contextlib.suppress(ApiException):  # already gone
+                    self.call("DELETE", CSV.path(ns, old))
             self.patch_status(
                 SUBSCRIPTION,
                 sub,
@@ -587,6 +597,29 @@ class Simulator:
             return
         pkg_name = name.split(".v", maxsplit=1)[0] if ".v" in name else name.split(".", maxsplit=1)[0]
         version = name.split(".v", 1)[1] if ".v" in name else name.split(".", 1)[-1]
+        # the operator deployment's environment as the release's CSV sets it, where the catalog records it
+        # (OpenShift AI names its preset vLLM image and version there)
+        env = CSV_ENV.get(name)
+        deployments = (
+            [
+                {
+                    "name": f"{pkg_name}-controller-manager",
+                    "spec": {
+                        "selector": {"matchLabels": {"name": pkg_name}},
+                        "template": {
+                            "metadata": {"labels": {"name": pkg_name}},
+                            "spec": {
+                                "containers": [
+                                    {"name": "manager", "env": [{"name": k, "value": v} for k, v in env.items()]}
+                                ]
+                            },
+                        },
+                    },
+                }
+            ]
+            if env
+            else []
+        )
         obj = self.create(
             CSV,
             ns,
@@ -597,7 +630,7 @@ class Simulator:
                 "spec": {
                     "displayName": pkg_name,
                     "version": version,
-                    "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                    "install": {"strategy": "deployment", "spec": {"deployments": deployments}},
                 },
             },
         )

@@ -436,3 +436,37 @@ def test_the_admission_policy_names_the_on_prem_backend_and_the_burstable_classe
     assert "h.value in ['public']" in route_rule and "example-sovereign-burst-onprem" in route_rule
     (pol,) = kind(objects[SOV], "BackendTrafficPolicy")
     assert pol["spec"]["healthCheck"]["passive"]["maxEjectionPercent"] == 100
+
+
+def test_an_engine_image_needs_its_vllm_version_and_the_plans_follow_the_stated_version(site_vars, intents):
+    """The planner cannot read a version from a digest: with engine_image the site says which vLLM it is, and every
+    plan of both clusters is written for that version (vLLM 0.24: --no-enable-X, no DCP on the hybrid model)."""
+    for host in (SOV, BURST):
+        values = copy.deepcopy(site_vars[host][0])
+        values.pop("vllm_version")
+        names = [n for n in site_vars[host][1] if n != "vllm_version"]
+        with pytest.raises(SchemaError) as e:
+            build.site_intent(host, values, names, BDIR)
+        msg = dict(e.value.errors)["vllm_version"]
+        assert "required with sovereign_burst.engine_image" in msg and "supported: 0.24, 0.33" in msg, msg
+        assert intents[host]["engine"] == {"vllm_version": "0.24.0", "stated": True, "image": ENGINE}
+        for entry in intents[host]["plans"]:
+            assert entry["plan"]["vllm_version"] == "0.24.0"
+    # without an engine image the presets' engine runs, and the default version needs no statement
+    values = copy.deepcopy(site_vars[SOV][0])
+    values.pop("vllm_version")
+    _no_engine_image(values)
+    names = [n for n in site_vars[SOV][1] if n != "vllm_version"]
+    assert build.site_intent(SOV, values, names, BDIR)["engine"]["vllm_version"] == "0.33.0"
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("0.10.0", "no flag set or compatibility table for 0.10 (supported: 0.24, 0.33)"),
+        ("latest", "is not a vLLM version"),
+    ],
+)
+def test_a_vllm_version_without_a_flag_set_is_refused_by_name(site_vars, value, says):
+    refused = _refused(site_vars, SOV, vllm_version=value)
+    assert says in refused["vllm_version"], refused

@@ -194,6 +194,27 @@ def test_bind_reads_the_catalog_and_the_installed_operators(chat):
     assert ("ClusterServiceVersion", "rhods-operator.2.25.1") in waits
 
 
+def test_a_subscription_moved_to_another_channel_waits_for_the_new_head(chat):
+    """Its status still says AtLatestKnown with the old channel's CSV until OLM resolves the new channel."""
+    manifests = {"nfd": {"default_channel": "stable", "heads": {"stable": "nfd.v4.22.0", "beta": "nfd.v4.23.0"}}}
+    subs = {
+        "openshift-nfd/nfd": {
+            "installed_csv": "nfd.v4.22.0",
+            "state": "AtLatestKnown",
+            "channel": "stable",
+            "managed_by": None,
+        }
+    }
+    csvs = {"openshift-nfd/nfd.v4.22.0": {"phase": "Succeeded"}}
+    read = facts(packagemanifests=manifests, subscriptions=subs, csvs=csvs)
+    same = {o["package"]: o for o in platform.bind(chat, read)["platform"]["operators"]}["nfd"]
+    assert same["csv"] == "nfd.v4.22.0" and same["ready"]
+    moved = copy.deepcopy(chat)
+    moved["options"]["nfd"]["nfd_channel"] = "beta"
+    op = {o["package"]: o for o in platform.bind(moved, read)["platform"]["operators"]}["nfd"]
+    assert op["channel"] == "beta" and op["csv"] == "nfd.v4.23.0" and not op["ready"]
+
+
 def test_bind_is_a_pure_function_of_the_intent_and_the_read(chat):
     f1 = facts(single_node=True)
     f2 = facts(served={**facts()["served"], "datasciencecluster.opendatahub.io": ["v1"]})
@@ -451,3 +472,93 @@ def test_argument_specs_hold_only_the_roles_own_options(role):
     names = list(spec.get("options") or {})
     assert names and all(n.startswith(f"{role}_") for n in names), names
     assert all("default" in o for o in spec["options"].values()), role
+
+
+# ---------------------------------------------------------------------------------- the engine's vLLM version
+
+RHODS_350 = {
+    "apiVersion": "operators.coreos.com/v1alpha1",
+    "kind": "ClusterServiceVersion",
+    "metadata": {"name": "rhods-operator.3.5.0", "namespace": "redhat-ods-operator"},
+    "spec": {
+        "version": "3.5.0",
+        "install": {
+            "strategy": "deployment",
+            "spec": {
+                "deployments": [
+                    {
+                        "name": "rhods-operator",
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "rhods-operator",
+                                            "env": [
+                                                {"name": "OTHER", "value": "x"},
+                                                {
+                                                    "name": cf.ENGINE_IMAGE_ENV,
+                                                    "value": "registry.redhat.io/rhaii/"
+                                                    "vllm-cuda-rhel9@sha256:" + "b" * 64,
+                                                },
+                                                {"name": cf.ENGINE_VERSION_ENV, "value": "0.24.0+rhaiv.9"},
+                                            ],
+                                        }
+                                    ]
+                                }
+                            }
+                        },
+                    }
+                ]
+            },
+        },
+    },
+    "status": {"phase": "Succeeded"},
+}
+
+
+def _with_csv(csv: dict) -> dict:
+    key = f"{csv['metadata']['namespace']}/{csv['metadata']['name']}"
+    entry = {"name": csv["metadata"]["name"], "phase": csv["status"]["phase"], "engine": cf.csv_engine(csv)}
+    return cf.summarize(facts(csvs={key: entry}, storage_classes=[]))
+
+
+def test_the_csv_names_the_presets_engine_and_a_csv_without_it_names_none():
+    assert cf.csv_engine(RHODS_350) == {
+        "image": "registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:" + "b" * 64,
+        "vllm_version": "0.24.0+rhaiv.9",
+    }
+    bare = copy.deepcopy(RHODS_350)
+    bare["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["env"] = []
+    assert cf.csv_engine(bare) is None
+    assert cf.csv_engine({"spec": {}}) is None
+
+
+def test_plans_for_another_vllm_than_openshift_ais_presets_are_unmet_with_the_fix(chat):
+    engine = chat["platform"]["requirements"]["engine"]
+    # the example chat site states no version: its plans are the planner's default, vLLM 0.33.0
+    assert engine["vllm_version"] == "0.33.0" and engine["stated"] is False and engine["image"] is None
+    assert set(engine["supported"]) == {"0.24", "0.33"}
+    unmet = cf.evaluate(_with_csv(RHODS_350), {"engine": engine})
+    assert unmet == [
+        "vLLM engine: the plans are written for vLLM 0.33.0 (the default; the site sets no vllm_version), but the "
+        "LLMInferenceService presets of rhods-operator.3.5.0 (redhat-ods-operator/rhods-operator.3.5.0) run vLLM "
+        f'0.24.0+rhaiv.9 ({cf.ENGINE_VERSION_ENV}), which may refuse their flags; set vllm_version: "0.24.0" so '
+        "the plans use that engine's flags and features"
+    ]
+    # the site states the presets' version: met; a pinned engine image: the site's statement holds
+    assert cf.evaluate(_with_csv(RHODS_350), {"engine": {**engine, "vllm_version": "0.24.0", "stated": True}}) == []
+    assert cf.evaluate(_with_csv(RHODS_350), {"engine": {**engine, "image": "r/x@sha256:" + "c" * 64}}) == []
+    # a release whose engine the collection has no flags for: say which releases would do
+    newer = copy.deepcopy(RHODS_350)
+    newer["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["env"][2][
+        "value"
+    ] = "0.40.1"
+    (line,) = cf.evaluate(_with_csv(newer), {"engine": engine})
+    assert "run vLLM 0.40.1" in line and "no flag set for vLLM 0.40 (supported: 0.24, 0.33)" in line
+
+
+def test_an_unreadable_presets_engine_is_a_warning_not_a_pass_in_silence(chat):
+    f = cf.summarize(facts(storage_classes=[]))
+    assert cf.evaluate(f, {"engine": chat["platform"]["requirements"]["engine"]}) == []
+    assert any(w.startswith("vLLM engine: no CSV names the vLLM version") for w in f["warnings"]), f["warnings"]

@@ -172,3 +172,51 @@ def test_refusals_catch_what_the_engine_refuses():
     assert compat.refusals(_plan({"serve": bare}), m27) == [
         "serve: OffloadingConnector needs kv_connector_extra_config.cpu_bytes_to_use"
     ]
+
+
+# ---------------------------------------------------------------------- vLLM 0.24 (Red Hat AI Inference 3.5.0)
+
+
+def test_vllm_024_differs_from_033_where_its_wheel_does():
+    """What 0.24.0's wheel lacks: NIXL with PP > 1 or DCP between P/D pools, Mooncake's GDN state path, context
+    parallelism on hybrid layouts, PCP anywhere, and (without an --attention-backend) DCP on MLA."""
+    old = {a: compat.support(a, "0.24.0") for a in ATTENTIONS}
+    for attention, sup in old.items():
+        need = sup.connector_needs("NixlConnector")
+        assert need["max_pp"] == 1 and need["pd_dcp"] == "one", attention
+        ok, why = sup.pcp_ok(2, 1)
+        assert not ok and "no attention implementation in vLLM 0.24 supports PCP" in why, attention
+        assert sup.connector_ok("OffloadingConnector")[0] and sup.spec_ok("mtp")[0]
+        assert sup.spec_method("qwen3_5_mtp")[0] == "mtp"
+    ok, why = old["hybrid_gdn"].connector_ok("MooncakeConnector")
+    assert not ok and "Gated DeltaNet" in why
+    assert old["gqa"].connector_ok("MooncakeConnector")[0]
+    for model, tp in (("Qwen3.6-27B", 8), ("Qwen3.5-397B-A17B", 8), ("DeepSeek-V3", 8)):
+        m = M[model]
+        top, why = old[m["attention"]].dcp_max(m, tp)
+        assert top == 1 and why.startswith("vLLM 0.24 has no DCP for"), (model, why)
+        assert compat.support(m["attention"], "0.33.0").dcp_max(m, tp)[0] > 1  # 0.33 has it
+    # GQA keeps the KV-heads rule
+    assert old["gqa"].dcp_max(M["Llama-3.3-70B-Instruct"], 16)[0] == 2
+    assert compat.table()["engines"]["vllm"]["0.24"]["source"].startswith("vLLM 0.24.0 wheel from PyPI")
+
+
+@pytest.mark.parametrize(("version", "off"), [("0.24.0", "--no-enable-"), ("0.33.0", "--disable-")])
+def test_a_switched_off_feature_is_spelled_the_way_the_engine_version_parses_it(version, off):
+    """0.24 registers --X/--no-X only (--disable-prefix-caching is an unknown argument there); 0.33 adds --disable-X."""
+    from ansible_collections.inference.blueprints.plugins.module_utils.planner import plan
+
+    p = plan(
+        {
+            "model": "Llama-3.3-70B-Instruct",
+            "gpu": "h100",
+            "gpus_per_node": 8,
+            "nodes": 1,
+            "blueprint": "batch",
+            "vllm_version": version,
+            "policy": {"prefix_caching": False, "chunked_prefill": False},
+        }
+    )
+    args = [a for pool in p["pools"].values() if pool for a in pool["engine_args"]]
+    assert f"{off}prefix-caching" in args and f"{off}chunked-prefill" in args, args
+    assert set(a.split("=", 1)[0] for a in args) <= set(data.vllm_flags(version)["flags"])

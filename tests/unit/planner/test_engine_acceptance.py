@@ -222,6 +222,37 @@ def test_every_plan_over_the_grid_is_accepted_by_the_engine():
     assert planned > 1000 and pd > 50 and offload > 500, (planned, pd, offload)
 
 
+def test_every_seventh_plan_of_the_grid_is_accepted_by_vllm_024():
+    """The same grid for vLLM 0.24 (the engine of OpenShift AI 3.5.0's presets), a seventh of it: only 0.24's flags,
+    nothing its table refuses, and none of what 0.24 lacks (PCP, DCP on hybrid or MLA models, NIXL with PP > 1)."""
+    allowed = set(data.vllm_flags("0.24.0")["flags"])
+    planned = pd = 0
+    for i, inp in enumerate(grid()):
+        if i % 7:
+            continue
+        try:
+            p = plan({**inp, "vllm_version": "0.24.0"})
+        except PlanError as e:
+            ok = ("model", "max_model_len", "slo.tpot_p95_ms", "slo.ttft_p95_ms", "policy.disaggregation")
+            assert e.field in ok or e.field.startswith("traffic.prompt_tokens"), (inp, str(e))
+            continue
+        model = MODELS[inp["model"]]
+        planned += 1
+        pd += p["disaggregated"]
+        assert p["vllm_version"] == "0.24.0"
+        assert compat.refusals(p, model) == [], inp
+        for role, pool in p["pools"].items():
+            if not pool:
+                continue
+            assert {a.split("=", 1)[0] for a in pool["engine_args"]} <= allowed, (role, inp)
+            assert pool["pcp"] == 1, inp
+            assert pool["dcp"] == 1 or model["attention"] == "gqa", inp
+            if p["disaggregated"]:
+                assert pool["pp"] == 1, inp
+    print(f"vLLM 0.24: {planned} plans, {pd} disaggregated")
+    assert planned > 150 and pd > 20, (planned, pd)
+
+
 def test_chat_site_pd_connector_offload_and_mtp():
     # issue 9: at its 25 req/s the example chat site stays aggregated (one H100 serves it, P/D would cost twice as
     # much per token); `always` keeps the P/D connector path of issue 8 under test

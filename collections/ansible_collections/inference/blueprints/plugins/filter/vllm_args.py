@@ -16,8 +16,9 @@ description:
     characters) is wrapped in single quotes, with embedded single quotes escaped.
   - Flags that the LLMInferenceService already sets from its own fields (C(--served-model-name),
     C(--port), C(--host), C(--model), C(--tensor-parallel-size)) are dropped, as are any in O(drop).
-  - Every flag is checked against the vLLM 0.33 C(vllm serve) flags this collection may emit; an
-    unknown flag is an error naming it, so a typo in a plan never reaches a pod that would crash-loop.
+  - Every flag is checked against the flags this collection emits for the engine's vLLM version (the planner's
+    C(catalog/vllm_flags_<minor>.yaml), the list the serving stage checks too); an unknown flag is an error naming
+    it, so a typo in a plan never reaches a pod that would crash-loop.
 author:
   - inference.blueprints contributors
 positional: _input
@@ -33,9 +34,13 @@ options:
     elements: str
     default: []
   strict:
-    description: Fail on a flag that is not a known vLLM 0.33 flag.
+    description: Fail on a flag that is not in the flag set of O(vllm_version).
     type: bool
     default: true
+  vllm_version:
+    description: The engine's vLLM version (the plan's C(vllm_version)); 0.24.x and 0.33.x have flag sets.
+    type: str
+    default: 0.33.0
   output:
     description:
       - V(string) returns the quoted string for C(VLLM_ADDITIONAL_ARGS); V(list) returns the
@@ -63,181 +68,35 @@ _value:
   type: raw
 """
 
-import json  # noqa: E402
-import re  # noqa: E402
-
 from ansible.errors import AnsibleFilterError  # noqa: E402
-
-# Long flags of `vllm serve` in vLLM 0.33.0 that plans and blueprints may use (checked against the
-# 0.33.0 parser: engine flags plus the OpenAI frontend flags). Not every vLLM flag: a flag missing
-# here is added once it has been checked against the release.
-VLLM_033_FLAGS = frozenset(
-    (
-        "all2all-backend",
-        "api-server-count",
-        "async-scheduling",
-        "no-async-scheduling",
-        "block-size",
-        "compilation-config",
-        "cp-kv-cache-interleave-size",
-        "cpu-offload-gb",
-        "data-parallel-address",
-        "data-parallel-backend",
-        "data-parallel-external-lb",
-        "data-parallel-hybrid-lb",
-        "data-parallel-multi-port-external-lb",
-        "data-parallel-rank",
-        "data-parallel-rpc-port",
-        "data-parallel-size",
-        "data-parallel-size-local",
-        "data-parallel-start-rank",
-        "data-parallel-supervisor-port",
-        "dbo-decode-token-threshold",
-        "dbo-prefill-token-threshold",
-        "dcp-kv-cache-interleave-size",
-        "decode-context-parallel-size",
-        "disable-access-log-for-endpoints",
-        "disable-chunked-prefill",
-        "disable-hybrid-kv-cache-manager",
-        "disable-log-requests",
-        "disable-log-stats",
-        "disable-prefix-caching",
-        "distributed-executor-backend",
-        "dtype",
-        "enable-auto-tool-choice",
-        "enable-chunked-prefill",
-        "enable-dbo",
-        "enable-eplb",
-        "enable-expert-parallel",
-        "enable-hybrid-kv-cache-manager",
-        "enable-prefix-caching",
-        "enable-prompt-tokens-details",
-        "enforce-eager",
-        "eplb-config",
-        "generation-config",
-        "gpu-memory-utilization",
-        "headless",
-        "host",
-        "kv-cache-dtype",
-        "kv-cache-memory-bytes",
-        "kv-cache-metrics",
-        "kv-events-config",
-        "kv-offloading-backend",
-        "kv-offloading-size",
-        "kv-transfer-config",
-        "load-format",
-        "long-prefill-token-threshold",
-        "max-cudagraph-capture-size",
-        "max-log-len",
-        "max-logprobs",
-        "max-lora-rank",
-        "max-loras",
-        "max-cpu-loras",
-        "max-model-len",
-        "max-num-batched-tokens",
-        "max-num-seqs",
-        "max-num-queued-reqs",
-        "max-parallel-loading-workers",
-        "model",
-        "moe-backend",
-        "no-disable-hybrid-kv-cache-manager",
-        "no-enable-chunked-prefill",
-        "no-enable-prefix-caching",
-        "no-enable-auto-tool-choice",
-        "override-generation-config",
-        "pipeline-parallel-size",
-        "port",
-        "prefill-context-parallel-size",
-        "prefix-caching-hash-algo",
-        "quantization",
-        "reasoning-parser",
-        "revision",
-        "scheduling-policy",
-        "seed",
-        "served-model-name",
-        "speculative-config",
-        "stream-interval",
-        "tensor-parallel-size",
-        "tokenizer",
-        "tokenizer-mode",
-        "tool-call-parser",
-        "trust-remote-code",
-        "uvicorn-log-level",
-    )
-)
-
-# Set by the LLMInferenceService itself (model name, port, spec.parallelism.tensor).
-KSERVE_OWNED = frozenset({"served-model-name", "port", "host", "model", "tensor-parallel-size"})
-
-_PLAIN = re.compile(r"^[A-Za-z0-9_./:,+@%=-]*$")
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import engine  # noqa: E402
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import data  # noqa: E402
 
 
-def _split(arg):
-    if isinstance(arg, dict):
-        if len(arg) != 1:
-            raise AnsibleFilterError(f"vllm_args: a dict argument needs exactly one flag, got {arg!r}")
-        flag, value = next(iter(arg.items()))
-        if isinstance(value, (dict, list)):
-            value = json.dumps(value, separators=(",", ":"), sort_keys=True)
-        elif isinstance(value, bool):
-            value = None if value else False
-        return str(flag), value
-    if not isinstance(arg, str):
-        raise AnsibleFilterError(f"vllm_args: expected '--flag' or '--flag=value', got {arg!r}")
-    arg = arg.strip()
-    if "=" in arg:
-        flag, value = arg.split("=", 1)
-        return flag, value
-    if " " in arg:
-        flag, value = arg.split(" ", 1)
-        return flag, value.strip()
-    return arg, None
-
-
-def _name(flag):
-    if not flag.startswith("--"):
-        raise AnsibleFilterError(f"vllm_args: '{flag}' is not a long flag (expected '--flag')")
-    return flag[2:].replace("_", "-").split(".", 1)[0]
-
-
-def shell_quote(value):
-    """Single-quote a value for a POSIX shell `eval`, unless it is a plain word."""
-    value = str(value)
-    if value and _PLAIN.match(value):
-        return value
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
-def vllm_args(args, drop=None, strict=True, output="string"):
+def vllm_args(args, drop=None, strict=True, output="string", vllm_version=data.DEFAULT_VLLM_VERSION):
+    """The serving stage's own normalisation (intent/engine.py), for templates of the user's own."""
     if args is None:
         args = []
     if not isinstance(args, (list, tuple)):
         raise AnsibleFilterError(f"vllm_args: expected a list of engine arguments, got {type(args).__name__}")
-    dropped = KSERVE_OWNED | {_name(d) for d in (drop or [])}
-    seen, pairs = set(), []
-    for arg in args:
-        flag, value = _split(arg)
-        name = _name(flag)
-        if value is False:
-            continue
-        if strict and name not in VLLM_033_FLAGS:
-            raise AnsibleFilterError(
-                f"vllm_args: '--{name}' is not a vLLM 0.33 'vllm serve' flag this collection knows; "
-                "check the plan's engine_args"
-            )
-        if name in dropped:
-            continue
-        if name in seen:
-            raise AnsibleFilterError(f"vllm_args: '--{name}' is given twice")
-        seen.add(name)
-        pairs.append((flag if "." in flag else "--" + name, value))
+    if output not in ("string", "list", "names"):
+        raise AnsibleFilterError(f"vllm_args: output must be string, list or names, not {output!r}")
+    minor = ".".join(str(vllm_version).split(".")[:2])
+    if strict and minor not in data.supported_vllm_versions():
+        raise AnsibleFilterError(
+            f"vllm_args: no flag set for vLLM {vllm_version}; supported: {', '.join(data.supported_vllm_versions())}"
+        )
+    try:
+        pairs = engine.normalise(
+            args, drop=sorted(engine.KSERVE_OWNED) + list(drop or []), vllm_version=str(vllm_version), strict=strict
+        )
+    except engine.EngineArgsError as e:
+        raise AnsibleFilterError(f"vllm_args: {e}") from e
     if output == "names":
-        return ["--" + _name(pair[0]) for pair in pairs]
+        return ["--" + engine.flag_name(flag) for flag, _v in pairs]
     if output == "list":
         return [f if v is None else f"{f}={v}" for f, v in pairs]
-    if output != "string":
-        raise AnsibleFilterError(f"vllm_args: output must be string, list or names, not {output!r}")
-    return " ".join(f if v is None else f"{f}={shell_quote(v)}" for f, v in pairs)
+    return " ".join(f if v is None else f"{f}={engine.shell_quote(v)}" for f, v in pairs)
 
 
 class FilterModule:

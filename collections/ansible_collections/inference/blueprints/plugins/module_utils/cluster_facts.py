@@ -43,6 +43,13 @@ BLUEPRINT_RDMA_LABEL = NFD_PREFIX + "inference-blueprints.rdma"
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 RDMA_RESOURCE_PREFIXES = ("rdma/", "openshift.io/", "nvidia.com/hostdev")
 
+# OpenShift AI's operator names the vLLM image of its LLMInferenceService presets, and that image's vLLM version, in
+# the environment of its CSV's deployment (rhods-operator.3.5.0: vllm-cuda-rhel9 and 0.24.0+rhaiv.9;
+# red-hat-data-services/RHOAI-Build-Config branch rhoai-3.5,
+# bundle/manifests/rhods-operator.clusterserviceversion.yaml).
+ENGINE_IMAGE_ENV = "RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE"
+ENGINE_VERSION_ENV = ENGINE_IMAGE_ENV + "_UPSTREAM_VERSION"
+
 # Groups whose served versions we always record (the ones the blueprints use).
 DEFAULT_GROUPS = (
     "config.openshift.io",
@@ -356,6 +363,7 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 "namespace": meta.get("namespace"),
                 "phase": (csv.get("status") or {}).get("phase"),
                 "version": (csv.get("spec") or {}).get("version"),
+                "engine": csv_engine(csv),
             }
     facts["subscriptions"] = subscriptions
     facts["csvs"] = csvs
@@ -522,6 +530,61 @@ def _api_gap(facts, api):
     return None
 
 
+def csv_engine(csv):
+    """The preset engine a CSV names ({image, vllm_version}), or None: OpenShift AI's operator sets it in the
+    environment of its deployment (ENGINE_IMAGE_ENV, ENGINE_VERSION_ENV)."""
+    install = ((csv.get("spec") or {}).get("install") or {}).get("spec") or {}
+    for dep in install.get("deployments") or []:
+        pod = (((dep.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        for container in pod.get("containers") or []:
+            env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, dict)}
+            if env.get(ENGINE_VERSION_ENV) or env.get(ENGINE_IMAGE_ENV):
+                return {"image": env.get(ENGINE_IMAGE_ENV), "vllm_version": env.get(ENGINE_VERSION_ENV)}
+    return None
+
+
+def _minor(version):
+    return ".".join(re.split(r"[+-]", str(version))[0].split(".")[:2])
+
+
+def _engine_gap(facts, engine):
+    """The plans' vLLM version against the engine of OpenShift AI's presets, as its CSV names it: the unmet line, or
+    None (a warning is recorded when the presets' engine cannot be read)."""
+    if engine.get("image"):
+        return None  # the site pins its own engine image; vllm_version states that image's version
+    want = engine.get("vllm_version")
+    # the installed release first (an upgrade in progress lists the old and the new CSV)
+    named = sorted(
+        ((c.get("phase") == "Succeeded", k), c)
+        for k, c in facts["csvs"].items()
+        if (c.get("engine") or {}).get("vllm_version")
+    )
+    if not named:
+        facts["warnings"].append(
+            f"vLLM engine: no CSV names the vLLM version of the LLMInferenceService presets ({ENGINE_VERSION_ENV}; "
+            f"OpenShift AI not installed yet, or a release that does not say): the plans' vLLM {want} flags are not "
+            "checked against the engine"
+        )
+        return None
+    (_ok, key), csv = named[-1]
+    have = csv["engine"]["vllm_version"]
+    if _minor(have) == _minor(want):
+        return None
+    base = re.split(r"[+-]", have)[0]
+    stated = "vllm_version" if engine.get("stated") else "the default; the site sets no vllm_version"
+    if _minor(have) in (engine.get("supported") or []):
+        fix = f'set vllm_version: "{base}" so the plans use that engine\'s flags and features'
+    else:
+        fix = (
+            f"the collection has no flag set for vLLM {_minor(have)} (supported: "
+            f"{', '.join(engine.get('supported') or [])}); install an OpenShift AI release whose engine is one of them"
+        )
+    return (
+        f"vLLM engine: the plans are written for vLLM {want} ({stated}), but the LLMInferenceService presets of "
+        f"{csv['name']} ({key}) run vLLM {have} ({ENGINE_VERSION_ENV}), which may refuse their flags; {fix}"
+    )
+
+
 def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of requirement
     """Every unmet requirement, one line each (empty list = ready).
 
@@ -587,6 +650,11 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
             f"Topology: the blueprint needs {want}; Infrastructure 'cluster' reports "
             f"controlPlaneTopology={facts.get('control_plane_topology')} with {len(facts['nodes'])} node(s)"
         )
+
+    if req.get("engine") and facts.get("source") == "cluster":
+        gap = _engine_gap(facts, req["engine"])
+        if gap:
+            unmet.append(gap)
 
     if req.get("storage_class") and facts.get("source") == "cluster" and not facts["storage_classes"]:
         unmet.append("Storage: the plan stages models on a PVC but no StorageClass exists")

@@ -79,7 +79,9 @@ options:
       - Overrides and additions to the requirements derived from O(plans). Keys C(openshift_min),
         C(openshift_max), C(apis) (extra APIs, a list of C({group, versions, for})), C(gpus) (list of
         C({gpu, count, for})), C(rdma) (C({nodes, why}) or false), C(single_node) (bool or null),
-        C(storage_class) (bool), C(allow_unobserved_gpus) (bool).
+        C(storage_class) (bool), C(allow_unobserved_gpus) (bool), C(engine) (C({vllm_version, stated, image,
+        supported}), the vLLM version the plans are written for, checked against the version OpenShift AI's CSV
+        names for its LLMInferenceService presets unless C(image) pins the site's own engine).
     type: dict
     default: {}
   fail_on_unmet:
@@ -131,7 +133,8 @@ EXAMPLES = r"""
 RETURN = r"""
 cluster_facts:
   description: The facts (openshift_version, single_node, api_groups, served, api_resources, nodes, gpus, rdma,
-    storage_classes, subscriptions, csvs, operators, packagemanifests, machine_config_pools, warnings).
+    storage_classes, subscriptions, csvs (each with the preset engine its deployment names, or null), operators,
+    packagemanifests, machine_config_pools, warnings).
   returned: always
   type: dict
 requirements:

@@ -162,7 +162,9 @@ options:
     default: true
   vllm_version:
     description:
-      - vLLM version whose flag set the engine arguments use. Only 0.33.x is available.
+      - vLLM version the plan is written for; its flag set (C(catalog/vllm_flags_<minor>.yaml)) and its row of the
+        engine compatibility table decide the engine arguments and features. 0.24.x (OpenShift AI 3.5.0's presets)
+        and 0.33.x are available.
     type: str
     default: 0.33.0
 attributes:

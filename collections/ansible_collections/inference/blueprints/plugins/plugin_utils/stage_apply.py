@@ -238,11 +238,27 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
         if first.get("failed"):
             return {**_merge(steps), "phases": phases}
         if first.get("changed") or pending:
-            # operators were installed (or preflight did not see them): the APIs they serve now
-            read = engines.read({**_auth(params), "packages": intent["platform"]["preflight"]["packages"],
-                                 "fail_on_unmet": False})  # fmt: skip
+            # operators were installed (or preflight did not see them): the APIs they serve now, and the engine
+            # of OpenShift AI's presets, which preflight could not read before its CSV existed
+            engine = intent["platform"]["requirements"].get("engine")
+            read = engines.read(
+                {
+                    **_auth(params),
+                    "packages": intent["platform"]["preflight"]["packages"],
+                    "requirements": {"engine": engine} if engine else {},
+                    "fail_on_unmet": bool(engine) and intent["options"]["preflight"]["preflight_fail_on_unmet"],
+                }
+            )
             if read.get("failed"):
-                return {**_merge(steps), "failed": True, "msg": read.get("msg"), "phases": phases}
+                msg = read.get("msg")
+                if read.get("unmet"):  # what preflight could not see before the operators ran
+                    lines = "\n".join(f"  - {u}" for u in read["unmet"])
+                    msg = (
+                        f"platform: the operators above are installed; read again, the cluster has "
+                        f"{len(read['unmet'])} requirement(s) not met, so no operand and no serving object was "
+                        f"applied:\n{lines}"
+                    )
+                return {**_merge(steps), "failed": True, "msg": msg, "phases": phases}
             intent = platform_mod.bind(intent, read["cluster_facts"], operators_ready=True, dry_run=engines.check)
             rebound = True
             phases["reread"] = {"pending": pending}

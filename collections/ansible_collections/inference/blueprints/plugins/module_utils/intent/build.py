@@ -91,6 +91,13 @@ def build(site: dict, plans: list[dict]) -> dict:
         "plans": plans,
         "decisions": [],
     }
+    # the engine the serving pods run: the vLLM version the plans were written for (the site's vllm_version or the
+    # planner's default) and the image when the site pins one; preflight checks it against OpenShift AI's presets
+    intent["engine"] = {
+        "vllm_version": plans[0]["plan"]["vllm_version"] if plans else None,
+        "stated": bool(site.get("vllm_version")),
+        "image": burst.engine_image(site),
+    }
     intent["serving"] = serving.build(site, plans, intent)
     # the AI grid's front door (tenants, tiers, cascade) and its plan report (intent/grid.py)
     intent["gateway"] = grid.build(site, intent)

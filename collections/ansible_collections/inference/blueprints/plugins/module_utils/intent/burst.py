@@ -39,6 +39,7 @@ import math
 import os
 import re
 
+from ..planner import data as catalog
 from . import inventory
 from .schema import SchemaError, suggest
 from .schema import validate as schema_validate
@@ -157,6 +158,17 @@ def validate(site: dict, env=None) -> None:
     errors += _cluster_errors(sb, served, models)
     errors += _class_errors(sb, served, models, sovereigns[0] if len(sovereigns) == 1 else None)
     errors += _digest_errors(site, sb, served, models)
+    if sb.get("engine_image") and not site.get("vllm_version"):
+        errors.append(
+            (
+                "vllm_version",
+                "required with sovereign_burst.engine_image: the planner writes engine flags for one vLLM version and "
+                "cannot read it from an image digest; give the image's vLLM version (0.24.0 for OpenShift AI "
+                "3.5.0's image, RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE_UPSTREAM_VERSION in its CSV; supported: "
+                + ", ".join(catalog.supported_vllm_versions())
+                + ")",
+            )
+        )
     ctx = _context_error(site, env)
     if ctx:
         errors.append(ctx)

@@ -75,7 +75,7 @@ def flag_name(flag: str) -> str:
     return flag[2:].replace("_", "-").split(".", 1)[0]
 
 
-def known_flags(vllm_version: str = "0.33.0") -> frozenset[str]:
+def known_flags(vllm_version: str = catalog.DEFAULT_VLLM_VERSION) -> frozenset[str]:
     return frozenset(f[2:] for f in catalog.vllm_flags(vllm_version)["flags"])
 
 
@@ -87,7 +87,9 @@ def shell_quote(value) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
-def normalise(args, drop=(), vllm_version: str = "0.33.0", strict: bool = True) -> list[tuple[str, str | None]]:
+def normalise(
+    args, drop=(), vllm_version: str = catalog.DEFAULT_VLLM_VERSION, strict: bool = True
+) -> list[tuple[str, str | None]]:
     """(flag, value) pairs without the dropped flags; unknown or repeated flags are errors."""
     known = known_flags(vllm_version) if strict else None
     dropped = {flag_name(d) if d.startswith("--") else d for d in drop}
@@ -111,7 +113,9 @@ def normalise(args, drop=(), vllm_version: str = "0.33.0", strict: bool = True) 
     return pairs
 
 
-def additional_args(args, data_parallel_preset: bool = False, drop=(), vllm_version: str = "0.33.0") -> str:
+def additional_args(
+    args, data_parallel_preset: bool = False, drop=(), vllm_version: str = catalog.DEFAULT_VLLM_VERSION
+) -> str:
     """The ``VLLM_ADDITIONAL_ARGS`` value for a workload of an LLMInferenceService."""
     owned = set(KSERVE_OWNED) | (KSERVE_DP_OWNED if data_parallel_preset else set()) | set(drop)
     pairs = normalise(args, drop=owned, vllm_version=vllm_version)

@@ -322,6 +322,20 @@ def _image_digest(value: str) -> str | None:
     )
 
 
+def _vllm_version(value: str) -> str | None:
+    """vllm_version: a released vLLM version whose flag set and compatibility table the planner has."""
+    have = catalog.supported_vllm_versions()
+    if not re.match(r"^\d+\.\d+(\.\d+)?([+.-][0-9A-Za-z.+-]*)?$", value):
+        return f"{value!r} is not a vLLM version (valid: <major>.<minor>[.<patch>], one of {', '.join(have)})"
+    minor = ".".join(value.split(".")[:2])
+    if minor not in have:
+        return (
+            f"vLLM {value}: the collection has no flag set or compatibility table for {minor} (supported: "
+            f"{', '.join(have)}); the engine would be given flags it may refuse"
+        )
+    return None
+
+
 def _engine_image(value: str) -> str | None:
     """sovereign_burst.engine_image: a full reference pinned by digest, <registry>/<repository>@sha256:<64 hex>."""
     valid = (
@@ -584,6 +598,13 @@ SITE_FIELDS: dict[str, Field] = {
         "each entry (docs/planner.md, Calibration)",
     ),
     "sovereign_burst": SOVEREIGN_BURST,
+    "vllm_version": Field(
+        "str",
+        check=_vllm_version,
+        doc="the vLLM version of the engine image the site runs: the planner writes only that version's flags and "
+        "features (supported: 0.24, 0.33; default 0.33.0). OpenShift AI 3.5.0's presets run vLLM 0.24.0 "
+        "(docs/planner.md, Engine versions)",
+    ),
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
 }
@@ -599,6 +620,7 @@ SITE_ONLY = (
     "cascade",
     "calibration",
     "sovereign_burst",
+    "vllm_version",
 )
 
 

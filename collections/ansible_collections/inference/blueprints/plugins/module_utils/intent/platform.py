@@ -26,6 +26,7 @@ import math
 import re
 
 from ..cluster_facts import SERVING_APIS
+from ..planner import data as catalog
 from .schema import IMAGE_BY_DIGEST, SchemaError
 
 # Platform components in apply order (the network operator before the GPU operator: the GPU
@@ -266,9 +267,12 @@ class _Builder:
         _decision(self.decisions, component, f"{package} channel", chosen, why)
         head = (manifest.get("heads") or {}).get(chosen) if chosen else None
         installed = sub.get("installed_csv")
-        at_latest = bool(installed) and sub.get("state") == SUBSCRIPTION_READY
+        # a Subscription moved to another channel: its status (AtLatestKnown, the installed CSV) still speaks of the
+        # old channel until OLM resolves the new one, so the installed CSV says nothing about the new channel's
+        moving = bool(sub) and bool(chosen) and sub.get("channel") not in (None, chosen)
+        at_latest = bool(installed) and sub.get("state") == SUBSCRIPTION_READY and not moving
         # the CSV to wait for: the installed one when OLM says it is the latest, else the head of the
-        # channel, which is what OLM installs for a new Subscription
+        # channel, which is what OLM installs for a new Subscription (and upgrades to after a channel change)
         csv = installed if at_latest else (head or installed)
         return {
             "component": component,
@@ -1021,6 +1025,9 @@ class _Builder:
                 continue
             req[key] = req["apis"] + list(value) if key == "apis" else value
         req["apis_installed_here"] = served_later
+        if self.intent["plans"]:
+            # the plans' engine flags against the vLLM of OpenShift AI's presets (cluster_facts.evaluate)
+            req["engine"] = {**self.intent["engine"], "supported": catalog.supported_vllm_versions()}
         return req
 
     # -------------------------------------------------------------- all of it

@@ -176,7 +176,7 @@ class _Model:
             pool.get("engine_args") or self.plan.get("engine_args") or [],
             data_parallel_preset=dp_preset,
             drop=("kv-transfer-config",) if self.kserve_offloading() else (),
-            vllm_version=self.plan.get("vllm_version", "0.33.0"),
+            vllm_version=self.plan.get("vllm_version", catalog.DEFAULT_VLLM_VERSION),
         )
         env = [{"name": "VLLM_ADDITIONAL_ARGS", "value": args}]
         env += [{"name": k, "value": str(v)} for k, v in sorted((pool.get("engine_env") or {}).items())]

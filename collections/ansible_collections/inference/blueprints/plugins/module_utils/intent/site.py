@@ -224,6 +224,9 @@ def planner_inputs(site: dict, model: dict) -> dict:
     for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
         if model.get(k) is not None:
             inp[k] = model[k]
+    if site.get("vllm_version"):
+        # the engine the site runs: the planner emits that version's flags (catalog/vllm_flags_<minor>.yaml)
+        inp["vllm_version"] = site["vllm_version"]
     if site.get("calibration"):
         # measured engine figures (verify's host_vars/<cluster>/calibration.yml); the planner uses the entries
         # of this model's id, GPU and engine version and ignores the others
@@ -242,8 +245,8 @@ def _field_path(field: str, index: int, model: dict | None = None) -> str:
         return f"hardware.{field}"
     if field == "model":
         return f"models[{index}].id"
-    if field == "blueprint":
-        return "blueprint"
+    if field in ("blueprint", "vllm_version"):
+        return field
     if field.startswith("calibration"):
         return field
     return f"models[{index}].{field}"

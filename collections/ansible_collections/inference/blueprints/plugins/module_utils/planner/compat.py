@@ -80,7 +80,10 @@ class Support:
 
     def dcp_max(self, model: dict, tp: int) -> tuple[int, str]:
         """The largest DCP the engine accepts on TP ranks (without PCP), with the rule that bounds it."""
-        rule = self.row["context_parallel"]["dcp"]["rule"]
+        dcp = self.row["context_parallel"]["dcp"]
+        if not dcp.get("supported", True):
+            return 1, f"vLLM {self.version} has no DCP for {self.attention}: {dcp['why']}"
+        rule = dcp["rule"]
         if rule == "tp":
             return tp, f"DCP must divide TP={tp}"
         kv, heads = model["num_key_value_heads"], model["num_attention_heads"]

@@ -11,6 +11,8 @@ import functools
 import os
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalog")
+# The engine version a plan is written for when its inputs name none (catalog/vllm_flags_<minor>.yaml).
+DEFAULT_VLLM_VERSION = "0.33.0"
 
 
 @functools.cache

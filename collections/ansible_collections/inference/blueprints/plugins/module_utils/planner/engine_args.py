@@ -50,10 +50,10 @@ def _memory_args(run: Run, ps: PoolSpec) -> list[str]:
 
 
 def _scheduler_args(run: Run, max_num_seqs: int | None) -> list[str]:
-    pol = run.pol
+    pol, off = run.pol, run.flagset["turn_off"]  # how this engine version spells "off" (--disable-X or --no-enable-X)
     a = [
-        "--enable-prefix-caching" if pol["prefix_caching"] else "--disable-prefix-caching",
-        "--enable-chunked-prefill" if pol["chunked_prefill"] else "--disable-chunked-prefill",
+        "--enable-prefix-caching" if pol["prefix_caching"] else off["--enable-prefix-caching"],
+        "--enable-chunked-prefill" if pol["chunked_prefill"] else off["--enable-chunked-prefill"],
     ]
     if max_num_seqs:
         a.append(f"--max-num-seqs={max_num_seqs}")

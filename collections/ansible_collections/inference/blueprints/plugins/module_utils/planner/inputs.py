@@ -424,7 +424,7 @@ def _engine_settings(inputs: dict) -> dict:
     kvmem = inputs.get("kv_cache_memory_bytes")
     if kvmem is not None:
         kvmem = _int("kv_cache_memory_bytes", kvmem)
-    version = str(inputs.get("vllm_version") or "0.33.0")
+    version = str(inputs.get("vllm_version") or data.DEFAULT_VLLM_VERSION)
     minor = ".".join(version.split(".")[:2])
     if minor not in data.supported_vllm_versions():
         raise PlanError(

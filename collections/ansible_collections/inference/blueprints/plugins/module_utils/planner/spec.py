@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from .data import DEFAULT_VLLM_VERSION
+
 ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "model_architecture": {"type": "dict"},
@@ -29,6 +31,6 @@ ARGUMENT_SPEC = {
     "gpu_memory_utilization": {"type": "float", "default": 0.92},
     "kv_cache_memory_bytes": {"type": "int"},
     "quantized_checkpoint": {"type": "bool", "default": True},
-    "vllm_version": {"type": "str", "default": "0.33.0"},
+    "vllm_version": {"type": "str", "default": DEFAULT_VLLM_VERSION},
 }
 REQUIRED_ONE_OF = [["model", "model_architecture"]]
