@@ -129,3 +129,41 @@ def test_gates_name_the_metric_pool_and_gate():
 
 def test_engine_args_replace_the_same_flag():
     assert rules.set_engine_args("--a=1 --b --c='x y'", ["--a=2", "--d"]) == "--b '--c=x y' --a=2 --d"
+
+
+def test_an_endpoint_on_another_vllm_than_the_plan_is_named_with_the_fix():
+    """vLLM's /version (0.24.0+rhaiv.9 in OpenShift AI 3.5.0's image) against the plan's vllm_version."""
+    plan = {"vllm_version": "0.33.0"}
+    msg = calib.engine_mismatch("qwen-chat", plan, "0.24.0+rhaiv.9")
+    assert msg.startswith("qwen-chat: the endpoint runs vLLM 0.24.0+rhaiv.9 (its /version) but the plan was written")
+    assert "filed under 0.24, which plans for 0.33 do not read" in msg and 'set vllm_version: "0.24.0"' in msg
+    assert calib.engine_mismatch("qwen-chat", plan, "0.33.2") is None  # same minor
+    assert calib.engine_mismatch("qwen-chat", plan, None) is None  # the endpoint does not say
+    assert calib.engine_mismatch("qwen-chat", {"vllm_version": "0.24.0"}, "0.24.0+rhaiv.9") is None
+
+
+def test_engine_facts_read_vllms_version_and_cache_gauge_over_http():
+    import http.server
+    import json
+    import threading
+
+    from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import bench
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = {"/version": json.dumps({"version": "0.24.0+rhaiv.9"}), "/metrics": METRICS}.get(self.path)
+            self.send_response(200 if body else 404)
+            self.end_headers()
+            if body:
+                self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        facts = bench.engine_facts(f"http://127.0.0.1:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+    assert facts == {"version": "0.24.0+rhaiv.9", "kv_blocks": 18432}

@@ -64,10 +64,22 @@ class ActionModule(intents_mod.IntentAction):
             )
             return result
         directory = args["report_dir"] or os.path.join(intent["site"]["report_dir"], "slo", host)
+        # the engine each model's endpoint runs: its version against the plan's, and the calibration's KV blocks
+        engines = {m["model"]: bench.engine_facts(m["runs"][0]["endpoints"][0]) for m in models}
+        warnings = [
+            w
+            for m in models
+            for w in [
+                calib.engine_mismatch(
+                    m["model"], slo_spec.model_entry(intent, m["model"])[1], engines[m["model"]]["version"]
+                )
+            ]  # fmt: skip
+            if w
+        ]
         cal = None
         if args["calibrate"]:
             inventory_dir = args["inventory_dir"] or task_vars.get("inventory_dir")
-            cal = self._calibrate(intent, host, models, inventory_dir, task_vars)
+            cal = self._calibrate(intent, host, models, inventory_dir, task_vars, engines=engines)
             result["changed"] = bool(cal and cal.get("entries"))
         meta = {"cluster": host, "site": intent["site"]["name"], "enforce": args["enforce"]}
         written = report.write(directory, meta, models, cal)
@@ -94,9 +106,13 @@ class ActionModule(intents_mod.IntentAction):
                 result["warnings"] = [result["msg"] + " (not enforced: verify_slo_enforce=false)"]
         else:
             result["msg"] = f"{len(models)} model(s) within their SLOs (report: {written['markdown']})"
+        if warnings:  # Ansible prints each as a warning
+            result["warnings"] = [*result.get("warnings", []), *warnings]
         return result
 
-    def _calibrate(self, intent: dict, host: str, models: list[dict], inventory_dir: str | None, task_vars: dict):
+    def _calibrate(  # noqa: PLR0913 - the run's pieces, each read once
+        self, intent: dict, host: str, models: list[dict], inventory_dir: str | None, task_vars: dict, *, engines: dict
+    ):
         """Measured figures into host_vars/<cluster>/calibration.yml, and the plan before and after."""
         if not inventory_dir:
             return None
@@ -104,7 +120,7 @@ class ActionModule(intents_mod.IntentAction):
         new, kv = [], {}
         for m in models:
             served, plan = slo_spec.model_entry(intent, m["model"])
-            facts = bench.engine_facts(m["runs"][0]["endpoints"][0])
+            facts = engines[m["model"]]
             stats = {r["pool"]: r for r in m["runs"]}
             requests = sum(r["completed"] for r in m["runs"])
             origin = {**facts, "source": f"verify run {site}, {requests} requests"}

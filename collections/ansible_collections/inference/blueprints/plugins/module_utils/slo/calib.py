@@ -34,6 +34,21 @@ def _minor(v) -> str:
     return ".".join(str(v).split(".")[:2])
 
 
+def engine_mismatch(model: str, plan: dict, version) -> str | None:
+    """A warning when the endpoint's vLLM (its /version) is another minor version than the plan was written for:
+    the plan's flags were chosen for the other engine, and the calibration is filed under the endpoint's version,
+    which plans for the plan's version do not read. None when they agree or the endpoint does not say."""
+    want = plan.get("vllm_version")
+    if not version or not want or _minor(re.split(r"[+-]", str(version))[0]) == _minor(want):
+        return None
+    base = re.split(r"[+-]", str(version))[0]
+    return (
+        f"{model}: the endpoint runs vLLM {version} (its /version) but the plan was written for vLLM {want}: its "
+        f"engine arguments were chosen for that version, and this run's calibration is filed under {_minor(base)}, "
+        f'which plans for {_minor(want)} do not read; set vllm_version: "{base}" (docs/planner.md, Engine versions)'
+    )
+
+
 def entries(model_id: str, plan: dict, pools: dict, stats_by_pool: dict, origin: dict) -> list[dict]:
     """Calibration entries of one model: one per pool hardware that measured a figure. ``origin``: the engine
     version and KV blocks the endpoint reported (or None) and the source text."""
