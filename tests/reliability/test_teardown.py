@@ -19,6 +19,7 @@ from tests.reliability import results
 from tests.reliability.harness import (
     LABEL_MANAGED_BY,
     PLAYBOOKS,
+    ROOT,
     ansible_env,
     ansible_playbook,
     copy_inventory,
@@ -51,6 +52,7 @@ RELAXED = {
 # the identity every site converges and tears down as: a ServiceAccount with no rights but the roles
 # access.yml binds to it (and what every authenticated subject may do: discovery, self reviews)
 DEPLOYER_NS, DEPLOYER = "rel-deployer", "deployer"
+PART_OF = "app.kubernetes.io/part-of"
 LABEL_ACCESS = "app.kubernetes.io/managed-by=inference-blueprints-access"
 KINDS = {
     "clusterroles": "ClusterRole",
@@ -65,6 +67,21 @@ def site_extravars(site: str, tmp_path) -> list[str]:
     if site in RELAXED:
         out.append("preflight_fail_on_unmet=false")
     return out
+
+
+def drift_a_service(plane, inventory, cluster: str | None) -> tuple[str, str, str]:
+    """Someone else (another field manager) takes over a label of the site's first LLMInferenceService: the
+    drift ``drift.yml -e drift_fix=true`` must take back as the deployer. Returns the object's path, the label's
+    value the site sets and what was changed."""
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+
+    intents = cli.site_intents(str(inventory), str(ROOT / "blueprints"))  # the copy has no blueprints next to it
+    intent = intents[cluster or sorted(intents)[0]]
+    ns, name = intent["serving"]["namespace"], intent["serving"]["models"][0]["name"]
+    path = f"/apis/serving.kserve.io/v1alpha2/namespaces/{ns}/llminferenceservices/{name}"
+    plane.call("PATCH", path + "?fieldManager=someone-else", {"metadata": {"labels": {PART_OF: "drifted"}}},
+               content_type="application/merge-patch+json")  # fmt: skip
+    return path, intent["labels"][PART_OF], f"LLMInferenceService {ns}/{name} label {PART_OF}"
 
 
 def changed_count(output: str) -> int:
@@ -138,6 +155,16 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
         converged = census.total()
         labelled_after_converge = len(census.objects(LABEL_MANAGED_BY))
         assert labelled_after_converge > 0
+
+        # drift taken back by the deployer: drift_fix needs no right beyond the apply verbs of its roles
+        path, value, drifted = drift_a_service(plane, inventory, cluster)
+        extra = site_extravars(site, tmp_path)
+        fixed = ansible_playbook(PLAYBOOKS / "drift.yml", inventory, env=env, extravars=[*extra, "drift_fix=true"],
+                                 args=limit)  # fmt: skip
+        assert fixed.rc == 0, f"drift_fix as the deployer ({drifted}):\n" + fixed.error_text()[:3000]
+        assert plane.call("GET", path)["metadata"]["labels"][PART_OF] == value, f"not taken back: {drifted}"
+        clean = ansible_playbook(PLAYBOOKS / "drift.yml", inventory, env=env, extravars=extra, args=limit)
+        assert clean.rc == 0, f"drift left after drift_fix ({drifted}):\n" + clean.error_text()[:3000]
 
         first = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
         assert first.rc == 0, first.error_text()[:3000]

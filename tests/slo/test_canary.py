@@ -159,11 +159,31 @@ def _live(site) -> dict:
     }
 
 
-def _canary(site, tmp_path, flags):
+def _as_deployer(site, tmp_path) -> str:
+    """A ServiceAccount bound to exactly the serving roles playbooks/access.yml derives for the site (with RBAC
+    enforced by the API server); its kubeconfig."""
+    kubeconfig = site["cluster"].mint_sa_kubeconfig("canary-deployer", "deployer", tmp_path / "deployer.kubeconfig")
+    granted = run_playbook(
+        PLAYBOOKS / "access.yml",
+        site["inventory"],
+        kubeconfig=site["cluster"].kubeconfig,
+        extravars={
+            **site["extra"],
+            "report_dir": str(tmp_path / "reports"),
+            "access_apply": True,
+            "access_stages": ["serving"],
+            "access_subject": {"kind": "ServiceAccount", "name": "deployer", "namespace": "canary-deployer"},
+        },
+    )
+    assert granted.rc == 0, granted.failure_messages() or granted.stdout[-3000:]
+    return kubeconfig
+
+
+def _canary(site, tmp_path, flags, kubeconfig=None):
     return run_playbook(
         PLAYBOOKS / "canary.yml",
         site["inventory"],
-        kubeconfig=site["cluster"].kubeconfig,
+        kubeconfig=kubeconfig or site["cluster"].kubeconfig,
         extravars={
             **site["extra"],
             "model_service_wait": True,  # the canary waits for each rollout (the player reports it)
@@ -219,9 +239,11 @@ def test_canary_rolls_back_the_prefill_pool_on_a_ttft_regression(deployed, tmp_p
 
 
 def test_canary_rolls_back_the_decode_pool_on_a_tpot_regression(deployed, tmp_path):
+    """Run as the deployer of access.yml's serving roles: promoting one pool and restoring the other are both
+    replaces (PUT) of the LLMInferenceService, which those roles grant by name."""
     site = deployed
     before = _live(site)
-    run = _canary(site, tmp_path, ["--max-num-batched-tokens=64"])
+    run = _canary(site, tmp_path, ["--max-num-batched-tokens=64"], kubeconfig=_as_deployer(site, tmp_path))
     assert run.rc != 0
     msg = run.failure_messages()
     assert "gate tpot_regression_pct" in msg and "decode: TPOT p95" in msg, msg

@@ -110,6 +110,23 @@ def test_every_rendered_object_is_covered_by_its_stage_by_name_with_our_verbs(ev
     assert not missing, "\n".join(missing)
 
 
+def test_the_serving_roles_let_the_canary_replace_its_services_and_no_others(every_site):
+    """canary.yml GETs and PUTs (update) each LLMInferenceService it rolls, and restores it the same way."""
+    seen = 0
+    for site, host, intent, _rendered, roles in every_site:
+        ns = intent["serving"]["namespace"]
+        for m in intent["serving"]["models"]:
+            for verb in ("get", "update"):
+                assert allows(roles["serving"], "serving.kserve.io", "llminferenceservices", verb, m["name"], ns), (
+                    site, host, verb, m["name"],
+                )  # fmt: skip
+            assert not allows(roles["serving"], "serving.kserve.io", "llminferenceservices", "update", "x" + m["name"],
+                              ns)  # fmt: skip
+            assert not allows(roles["platform"], "serving.kserve.io", "llminferenceservices", "update", m["name"], ns)
+            seen += 1
+    assert seen >= 7
+
+
 def test_serving_is_a_role_in_its_namespace_and_a_small_cluster_role(every_site):
     for site, host, intent, rendered, roles in every_site:
         ns = intent["serving"]["namespace"]

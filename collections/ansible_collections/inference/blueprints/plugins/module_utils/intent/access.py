@@ -21,7 +21,9 @@ Added to those:
   cluster at install time, so ``get`` and ``delete`` on CSVs are the one write right not scoped by name;
 - the rules of every Role and ClusterRole the stage itself renders: the API server lets a subject
   create a role only with rights it holds (RBAC escalation prevention), so the stage holds them too;
-- ``bind`` on a role a rendered binding refers to that the stage does not render.
+- ``bind`` on a role a rendered binding refers to that the stage does not render;
+- for serving, ``update`` on each LLMInferenceService it renders, by name: ``playbooks/canary.yml`` replaces
+  the services it rolls (and restores them) with a PUT, which ``patch`` does not cover.
 
 The split per stage:
 
@@ -53,6 +55,9 @@ LABELS = {"app.kubernetes.io/managed-by": f"{PREFIX}-access"}
 APPLY_VERBS = ("get", "create", "patch")
 DELETE_VERBS = ("delete",)
 WAIT_VERBS = ("get",)
+# what playbooks/canary.yml does beyond the serving stage's apply: it replaces (PUT) the LLMInferenceServices it
+# rolls, and restores the exact previous object the same way (plugins/action/canary.py, Cluster.replace)
+CANARY = {("serving.kserve.io", "LLMInferenceService"): ("update",)}
 # kinds whose object names the cluster picks, not the intent: OLM names a Subscription's CSV
 UNNAMED = {("operators.coreos.com", "ClusterServiceVersion"): ("get", "delete")}
 # the groups whose reads the cluster read makes when the cluster serves them (all of them on OpenShift)
@@ -220,6 +225,12 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
     _add_objects(grants, rendered["objects"], stage, APPLY_VERBS + DELETE_VERBS)
     _add_objects(grants, rendered.get("removal") or [], stage, DELETE_VERBS + WAIT_VERBS)
     _add_waits(grants, rendered["waits"], stage)
+    if stage == "serving":
+        rolled = [o for o in rendered["objects"] if (group_of(o["apiVersion"]), o["kind"]) in CANARY]
+        for obj in rolled:
+            verbs = CANARY[(group_of(obj["apiVersion"]), obj["kind"])]
+            grants.add(obj["metadata"].get("namespace"), group_of(obj["apiVersion"]), plural(obj["kind"]), verbs,
+                       obj["metadata"]["name"])  # fmt: skip
     if stage == "platform":
         _add_reads(grants, intent["platform"]["preflight"]["packages"])
         for (group, kind), verbs in UNNAMED.items():
