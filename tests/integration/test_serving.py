@@ -30,6 +30,7 @@ from tests.serving_helpers import (
     check_engine_args,
     known_vllm_flags,
 )
+from tests.simulator.simulator import CSV_ENV, csv_object
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -135,37 +136,8 @@ def test_plans_for_another_vllm_than_openshift_ais_presets_stop_at_preflight(clu
     vLLM 0.33 stops at preflight with the fix, nothing applied; stating vllm_version 0.24.0 passes preflight (in
     check mode: the platform stage of a cluster that already runs the site would write nothing either way)."""
     cluster = cluster_factory(EXAMPLES["example-chat"])
-    engine_env = [
-        {"name": "RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE", "value": "registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:"
-         "ba060ec145e1b7ac3a3b25b89fc75f7d146746156990ff5858235eaa9d158e32"},
-        {"name": "RELATED_IMAGE_RHAII_VLLM_CUDA_IMAGE_UPSTREAM_VERSION", "value": "0.24.0+rhaiv.9"},
-    ]  # fmt: skip
-    csv = {
-        "apiVersion": "operators.coreos.com/v1alpha1",
-        "kind": "ClusterServiceVersion",
-        "metadata": {"name": "rhods-operator.3.5.0", "namespace": "engine-check"},
-        "spec": {
-            "displayName": "Red Hat OpenShift AI",
-            "version": "3.5.0",
-            "install": {
-                "strategy": "deployment",
-                "spec": {
-                    "deployments": [
-                        {
-                            "name": "rhods-operator",
-                            "spec": {
-                                "selector": {"matchLabels": {"name": "rhods-operator"}},
-                                "template": {
-                                    "metadata": {"labels": {"name": "rhods-operator"}},
-                                    "spec": {"containers": [{"name": "rhods-operator", "env": engine_env}]},
-                                },
-                            },
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    # as OLM installs rhods-operator.3.5.0: its deployment names the presets' engine (catalog/csv_env.yaml)
+    csv = csv_object("engine-check", "rhods-operator.3.5.0", "3.5.0", CSV_ENV["rhods-operator.3.5.0"])
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "engine-check"}})
     cluster.kubectl("create", "-f", "-", input=json.dumps(csv), check=True)
     cluster.kubectl(

@@ -88,6 +88,29 @@ CATALOG = Path(__file__).resolve().parents[1] / "controlplane" / "catalog" / "pa
 CSV_ENV = yaml.safe_load((CATALOG.parent / "csv_env.yaml").read_text()) or {}
 
 
+def csv_object(ns: str, name: str, version: str, env: dict | None = None) -> dict:
+    """A ClusterServiceVersion as OLM installs it: its operator deployment carries ``env`` (when given), as the
+    release's CSV sets it."""
+    pkg_name = name.split(".v", maxsplit=1)[0] if ".v" in name else name.split(".", maxsplit=1)[0]
+    container = {"name": "manager", "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+    labels = {"name": pkg_name}
+    deployment = {
+        "name": f"{pkg_name}-controller-manager",
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+                                                                   "spec": {"containers": [container]}}},
+    }  # fmt: skip
+    return {
+        "apiVersion": CSV.api_version,
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "displayName": pkg_name,
+            "version": version,
+            "install": {"strategy": "deployment", "spec": {"deployments": [deployment] if env else []}},
+        },
+    }
+
+
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -595,45 +618,10 @@ class Simulator:
     def _install_csv(self, ns: str, name: str) -> None:
         if self.blocked("ClusterServiceVersion", ns, name):
             return
-        pkg_name = name.split(".v", maxsplit=1)[0] if ".v" in name else name.split(".", maxsplit=1)[0]
         version = name.split(".v", 1)[1] if ".v" in name else name.split(".", 1)[-1]
         # the operator deployment's environment as the release's CSV sets it, where the catalog records it
         # (OpenShift AI names its preset vLLM image and version there)
-        env = CSV_ENV.get(name)
-        deployments = (
-            [
-                {
-                    "name": f"{pkg_name}-controller-manager",
-                    "spec": {
-                        "selector": {"matchLabels": {"name": pkg_name}},
-                        "template": {
-                            "metadata": {"labels": {"name": pkg_name}},
-                            "spec": {
-                                "containers": [
-                                    {"name": "manager", "env": [{"name": k, "value": v} for k, v in env.items()]}
-                                ]
-                            },
-                        },
-                    },
-                }
-            ]
-            if env
-            else []
-        )
-        obj = self.create(
-            CSV,
-            ns,
-            {
-                "apiVersion": CSV.api_version,
-                "kind": "ClusterServiceVersion",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {
-                    "displayName": pkg_name,
-                    "version": version,
-                    "install": {"strategy": "deployment", "spec": {"deployments": deployments}},
-                },
-            },
-        )
+        obj = self.create(CSV, ns, csv_object(ns, name, version, CSV_ENV.get(name)))
         if obj and (obj.get("status") or {}).get("phase") != "Succeeded":
             self.patch_status(
                 CSV,

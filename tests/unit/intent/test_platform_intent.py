@@ -17,6 +17,8 @@ from ansible_collections.inference.blueprints.plugins.module_utils.intent import
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as render_platform
 
+from tests.simulator.simulator import csv_object
+
 ROOT = Path(__file__).resolve().parents[3]
 INVENTORIES = ROOT / "inventories"
 ROLES = ROOT / "collections/ansible_collections/inference/blueprints/roles"
@@ -477,42 +479,16 @@ def test_argument_specs_hold_only_the_roles_own_options(role):
 # ---------------------------------------------------------------------------------- the engine's vLLM version
 
 RHODS_350 = {
-    "apiVersion": "operators.coreos.com/v1alpha1",
-    "kind": "ClusterServiceVersion",
-    "metadata": {"name": "rhods-operator.3.5.0", "namespace": "redhat-ods-operator"},
-    "spec": {
-        "version": "3.5.0",
-        "install": {
-            "strategy": "deployment",
-            "spec": {
-                "deployments": [
-                    {
-                        "name": "rhods-operator",
-                        "spec": {
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "rhods-operator",
-                                            "env": [
-                                                {"name": "OTHER", "value": "x"},
-                                                {
-                                                    "name": cf.ENGINE_IMAGE_ENV,
-                                                    "value": "registry.redhat.io/rhaii/"
-                                                    "vllm-cuda-rhel9@sha256:" + "b" * 64,
-                                                },
-                                                {"name": cf.ENGINE_VERSION_ENV, "value": "0.24.0+rhaiv.9"},
-                                            ],
-                                        }
-                                    ]
-                                }
-                            }
-                        },
-                    }
-                ]
-            },
+    **csv_object(
+        "redhat-ods-operator",
+        "rhods-operator.3.5.0",
+        "3.5.0",
+        {
+            "OTHER": "x",
+            cf.ENGINE_IMAGE_ENV: "registry.redhat.io/rhaii/vllm-cuda-rhel9@sha256:" + "b" * 64,
+            cf.ENGINE_VERSION_ENV: "0.24.0+rhaiv.9",
         },
-    },
+    ),
     "status": {"phase": "Succeeded"},
 }
 
