@@ -121,7 +121,12 @@ QUEUEING = (
     "per step that keep the rank under target_utilization), log-normal prompt lengths fitted to mean and p95; mean "
     "wait by Pollaczek-Khinchine, tail P(W > t) = rho exp(-rho t / E[W]); TTFT = own prefill step(s) + wait + the "
     "step in flight + vLLM's per-request prefill overhead (+ the KV transfer for P/D); p95 combines the prefill and "
-    "wait tails as independent (medians + root-sum-square of the p95 excesses)"
+    "wait tails as independent (medians + root-sum-square of the p95 excesses). Before that, a request waits for one "
+    "of its rank's max_num_seqs sequence slots: an M/G/c queue (c = max_num_seqs, arrivals split evenly over the "
+    "ranks, each request holding a slot for its E2E), P(wait) by Erlang C and the wait exponential with the M/M/c "
+    "mean scaled by (1 + CV^2) / 2 (Allen-Cunneen; CV of the hold from the output lengths' log-normal); its p50 / p95 "
+    "/ mean are added to TTFT's. Replicas are the fewest whose TTFT p95, slot wait included, meets the SLO; a P/D "
+    "decode pool the fewest that find a free slot for 95 % of arrivals"
 )
 TPOT_DEF = (
     "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "

@@ -9,7 +9,7 @@ machinery sizes the prefill and decode pools of the disaggregated option (docs/p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
@@ -118,6 +118,7 @@ def workload(run: Run) -> lt.Workload:
         float(t["prompt_tokens_p95"]),
         float(t["output_tokens_mean"]),
         int(run.pol["max_num_batched_tokens"] or DEFAULT_BUDGET),
+        float(t["output_tokens_p95"]),
     )
 
 
@@ -243,7 +244,8 @@ def _headroom_rule(cand: Candidate, c: EngineCtx) -> str:
 
 
 def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> lt.Point:
-    """One rank's latency when ``ranks`` ranks share the traffic."""
+    """One rank's latency when ``ranks`` ranks share the traffic; under open traffic the wait for one of its ``batch``
+    sequence slots is in its TTFT (each rank its own queue: the router splits arrivals evenly)."""
     if not dem.open:
         return lt.aggregated(em, min(batch, max(1.0, dem.sessions / ranks)), dem.work)
     lam = dem.lam / ranks
@@ -257,12 +259,14 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
             break
         b = nb
         p = lt.aggregated(em, b, dem.work, lam)
-    return p
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2)
 
 
 def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
+    """A floor on the ranks: open traffic fills every slot at most (the queue model decides the rest), a closed
+    population at most ``target_utilization`` of them."""
     if dem.open:
-        return dem.lam * e2e / (batch * dem.util)
+        return dem.lam * e2e / batch
     return (dem.sessions or 0) / (batch * dem.util)
 
 
@@ -338,8 +342,9 @@ def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     def ok(reps: int) -> bool:
         ranks = reps * lay.dp
         p = _agg_at(em, dem, ranks, b, full)
-        inflight = dem.lam / ranks * p.e2e if dem.open else (dem.sessions or 0) / ranks
-        return p.stable and inflight <= dem.util * b and p.tpot_p95 <= slo_tpot and p.ttft_p95 <= slo_ttft
+        # open traffic: the slot queue is in p (stable, TTFT); a closed population keeps target_utilization spare
+        filled = dem.open or (dem.sessions or 0) / ranks <= dem.util * b
+        return p.stable and filled and p.tpot_p95 <= slo_tpot and p.ttft_p95 <= slo_ttft
 
     hw_engines = max(1, hw.total // lay.world)
     reps = _smallest(ok, math.ceil(ranks0 / lay.dp - 1e-9), max(4 * hw_engines, 64))
@@ -470,9 +475,18 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
         return cand
     inflight = lam * full.e2e if dem.open else float(dem.sessions or 0)
     reps = max(1, math.ceil(inflight / (b * dem.util * lay.dp) - 1e-9))
+    if dem.open:
+        # the fewest replicas whose ranks find a free slot for 95 % of arrivals (a prompt that arrives as KV waits for
+        # one like any request), so the prefill pool's TTFT p95 holds; the hold is the decode time of a full rank
+        def free(n: int) -> bool:
+            return lt.slot_wait(lam / (n * lay.dp), b, full.e2e, dem.work.hold_cv2).p95 == 0.0
+
+        reps = _smallest(free, math.ceil(inflight / (b * lay.dp) - 1e-9), max(4 * reps, 64)) or reps
     cand.replicas, cand.gpus = reps, reps * lay.world
     per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
     cand.load = lt.decode_only(em, per_rank, dem.work)
+    if dem.open:
+        cand.load = replace(cand.load, slots=lt.slot_wait(lam / (reps * lay.dp), b, full.e2e, dem.work.hold_cv2))
     return cand
 
 
