@@ -19,6 +19,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner impor
     PlanError,
     data,
     perf,
+    report,
     search,
 )
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import latency as lt
@@ -283,6 +284,15 @@ def test_a_loose_ttft_slo_lets_the_slots_fill_further():
         fill[ttft] = (p["estimates"]["gpus_needed"], p["latency"]["per_rank"]["slot_utilization"])
     assert fill[60000][1] > 0.95 > fill[1000][1]
     assert fill[60000][0] < fill[1000][0]
+
+
+def test_the_report_says_how_busy_the_slots_are():
+    md = report.to_markdown(plan(base(traffic=dict(CHAT, arrival_rate_rps=30))))
+    rank = plan(base(traffic=dict(CHAT, arrival_rate_rps=30)))["latency"]["per_rank"]
+    assert f"{rank['slot_utilization'] * 100:.0f} % busy" in md and "counted in TTFT above" in md
+    closed = plan(base(traffic=dict(CHAT, concurrent_sessions=200)))
+    assert "slot_utilization" not in closed["latency"]["per_rank"]
+    assert "Sequence slots" not in report.to_markdown(closed)
 
 
 def test_a_decode_pool_finds_a_free_slot_for_95_percent_of_arrivals():

@@ -227,6 +227,21 @@ def _pd_md(plan: dict) -> list[str]:
     return out
 
 
+def _slots_md(lat: dict) -> list[str]:
+    """One line on the wait for a sequence slot (open traffic only)."""
+    rank, where = lat.get("per_rank") or {}, "counted in TTFT above"
+    if not rank.get("slot_utilization") and (lat.get("decode_per_rank") or {}).get("slot_utilization"):
+        rank, where = lat["decode_per_rank"], "decode pool sized so that 95 % find one at once"
+    if rank.get("slot_utilization") is None:
+        return []
+    return [
+        "",
+        f"Sequence slots (max_num_seqs) of a rank: {rank['slot_utilization'] * 100:.0f} % busy, "
+        f"{rank['slot_wait_probability'] * 100:.0f} % of arrivals wait for one, p95 wait "
+        f"{rank['slot_wait_p95_ms']} ms ({where}).",
+    ]
+
+
 def _latency_md(plan: dict) -> list[str]:
     lat = plan.get("latency") or {}
     if not lat:
@@ -242,6 +257,7 @@ def _latency_md(plan: dict) -> list[str]:
             ],
         )
     )
+    out += _slots_md(lat)
     out += ["", f"Queueing: {lat.get('queueing_model')}", "", f"Efficiencies: {lat.get('efficiency')}"]
     cands = plan.get("layout_candidates") or []
     if cands:
