@@ -160,7 +160,14 @@ def _simulated_slot_waits(lam: float, slots: int, hold: float, sigma: float, n: 
 
 @pytest.mark.parametrize(
     "lam,slots,hold,sigma",
-    [(1.0, 30, 24.5, 0.0), (1.0, 30, 24.5, 0.5), (2.67, 57, 20.0, 0.0), (13.0, 318, 23.5, 0.0), (0.9, 30, 30.0, 0.8)],
+    [
+        (1.0, 30, 24.5, 0.0),
+        (1.0, 30, 24.5, 0.5),
+        (2.67, 57, 20.0, 0.0),
+        (13.0, 318, 23.5, 0.0),
+        (0.9, 30, 30.0, 0.8),
+        (2.0, 64, 30.0, 0.93),
+    ],
 )
 def test_slot_queue_matches_a_simulation(lam, slots, hold, sigma):
     """The wait for a free sequence slot (Erlang C, the wait scaled from M/M/c to M/G/c) against a simulated queue of
@@ -189,6 +196,24 @@ def test_slot_queue_pieces():
     # the hold's spread comes from the traffic's output lengths
     assert lt.Workload(800, 800, 200, 8192, 200).hold_cv2 == 0.0
     assert lt.Workload(800, 2000, 200, 8192, 600).hold_cv2 > 0.3
+
+
+def test_ttft_p95_with_the_slot_wait_is_a_bound_that_counts_rare_waits():
+    """TTFT + slot wait: P(sum > bound) <= 5 % when TTFT is the log-normal through its p50 / p95 (numerically), and
+    a wait that only 3 % of arrivals see still moves the p95 (its own p95 is 0, adding it would change nothing)."""
+    p50, p95 = 0.4, 1.0
+    sigma = math.log(p95 / p50) / lt.Z95
+    for sw in (lt.slot_wait(1.0, 30, 24.5, 0.0), lt.slot_wait(0.9, 30, 30.0, 1.0), lt.slot_wait(1.0, 34, 24.5, 0.0)):
+        bound = lt.with_wait_p95(p50, p95, sw)
+        # P(TTFT + W > x) = P(TTFT > x) + E[C exp(-(x - TTFT) rate); TTFT < x], over 4000 TTFT quantiles
+        grid = [p50 * math.exp(sigma * lt._NORMAL.inv_cdf((i + 0.5) / 4000)) for i in range(4000)]
+        tail = sum(1.0 if t >= bound else sw.prob * math.exp(-(bound - t) * sw.rate) for t in grid) / 4000
+        assert tail <= 0.05 and bound < p95 + sw.quantile(0.975) + 1e-9
+    rare = lt.slot_wait(1.0, 34, 24.5, 0.0)
+    assert 0 < rare.prob < 0.05 and rare.p95 == 0.0 and lt.with_wait_p95(p50, p95, rare) > p95
+    assert lt.with_wait_p95(p50, p95, lt.slot_wait(0.5, 64, 10.0)) == p95  # nobody waits
+    # no arrivals: no wait (and no division by a zero load)
+    assert lt.slot_wait(0.0, 30, 10.0, 0.0).prob == 0.0 and lt.slot_wait(0.0, 30, 10.0, 0.0).p95 == 0.0
 
 
 def test_lognormal_prompt_lengths_match_mean_and_p95():
@@ -251,9 +276,9 @@ def test_replicas_are_the_fewest_that_meet_both_slos():
     # the wait for one of a rank's max_num_seqs slots is in that TTFT
     unqueued = lt.aggregated(em, at.b, w := search.workload(run), dem.lam / ranks)
     assert at.slots is not None and at.slots.rho < 1
-    assert at.ttft_p95 == pytest.approx(
-        unqueued.ttft_p95 + lt.slot_wait(at.lam, ch.batch, unqueued.e2e, w.hold_cv2).p95
-    )
+    sw = lt.slot_wait(at.lam, ch.batch, unqueued.e2e, w.hold_cv2)
+    assert at.ttft_p95 == pytest.approx(lt.with_wait_p95(unqueued.ttft_p50, unqueued.ttft_p95, sw))
+    assert at.ttft_p95 >= unqueued.ttft_p95 and at.ttft_mean == pytest.approx(unqueued.ttft_mean + sw.mean)
     if ch.replicas > 1:  # one replica fewer misses an SLO
         r1 = (ch.replicas - 1) * ch.lay.dp
         fewer = search._agg_at(em, dem, r1, ch.batch, ch.full)
@@ -290,9 +315,34 @@ def test_the_report_says_how_busy_the_slots_are():
     md = report.to_markdown(plan(base(traffic=dict(CHAT, arrival_rate_rps=30))))
     rank = plan(base(traffic=dict(CHAT, arrival_rate_rps=30)))["latency"]["per_rank"]
     assert f"{rank['slot_utilization'] * 100:.0f} % busy" in md and "counted in TTFT above" in md
+    long_out = dict(CHAT, arrival_rate_rps=4, output_tokens_mean=1000, output_tokens_p95=2000)
+    short = plan(base(traffic=long_out, gpus_per_node=1))  # one GPU for traffic that needs more
+    assert short["latency"]["per_rank"]["slot_utilization"] >= 1 and short["latency"]["meets_slo"] is False
+    assert "overloaded" in report.to_markdown(short) and "None ms" not in report.to_markdown(short)
     closed = plan(base(traffic=dict(CHAT, concurrent_sessions=200)))
     assert "slot_utilization" not in closed["latency"]["per_rank"]
     assert "Sequence slots" not in report.to_markdown(closed)
+
+
+def test_a_kv_limited_batch_leaves_room_for_spread_lengths():
+    """Slots counted at the mean length would not all fit when a full batch's lengths run long; the KV cap leaves
+    room for the p95 of the batch's total length (none when every request has the same length)."""
+    run, c, s = _serve(base())
+    mem = s.chosen.mem
+    same = dict(
+        run.traffic,
+        prompt_tokens_p95=run.traffic["prompt_tokens_mean"],
+        output_tokens_p95=run.traffic["output_tokens_mean"],
+    )
+    at_mean = sz.max_sequences(mem["blocks"], same["prompt_tokens_mean"] + same["output_tokens_mean"], mem["geom"], 1)
+    const = Run(dict(run.n, traffic=same))
+    spread = Run(dict(run.n, traffic=dict(same, prompt_tokens_p95=4 * same["prompt_tokens_mean"])))
+    assert search._kv_sequences(const, mem) == at_mean
+    b = search._kv_sequences(spread, mem)
+    sigma = lt.lognormal_sigma(same["prompt_tokens_mean"], 4 * same["prompt_tokens_mean"])
+    std = same["prompt_tokens_mean"] * math.sqrt(math.exp(sigma * sigma) - 1)
+    mean = same["prompt_tokens_mean"] + same["output_tokens_mean"]
+    assert b < at_mean and b * mean + lt.Z95 * math.sqrt(b) * std <= at_mean * mean
 
 
 def test_a_decode_pool_finds_a_free_slot_for_95_percent_of_arrivals():

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from . import latency as lt
 from . import search
 from . import sizing as sz
 from .engine import GIB, EngineCtx
@@ -123,10 +124,12 @@ QUEUEING = (
     "step in flight + vLLM's per-request prefill overhead (+ the KV transfer for P/D); p95 combines the prefill and "
     "wait tails as independent (medians + root-sum-square of the p95 excesses). Before that, a request waits for one "
     "of its rank's max_num_seqs sequence slots: an M/G/c queue (c = max_num_seqs, arrivals split evenly over the "
-    "ranks, each request holding a slot for its E2E), P(wait) by Erlang C and the wait exponential with the M/M/c "
-    "mean scaled by (1 + CV^2) / 2 (Allen-Cunneen; CV of the hold from the output lengths' log-normal); its p50 / p95 "
-    "/ mean are added to TTFT's. Replicas are the fewest whose TTFT p95, slot wait included, meets the SLO; a P/D "
-    "decode pool the fewest that find a free slot for 95 % of arrivals"
+    "ranks, each request holding a slot for its E2E), P(wait) = C by Erlang C, a wait that happens exponential with "
+    "the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for constant holds, linear in the hold's CV^2 up to "
+    "exponential, (1 + CV^2) / 2 above; CV from the output lengths' log-normal); TTFT mean and p50 grow by the "
+    "wait's, TTFT p95 is the least over splits a of TTFT's (1 - a) and the wait's (0.95 + a) quantiles (an upper "
+    "bound). Replicas are the fewest whose TTFT p95 meets the SLO; a P/D decode pool the fewest whose slots are free "
+    "at once for 99 % of arrivals, its prefill pool meeting TTFT at p96"
 )
 TPOT_DEF = (
     "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "
@@ -140,11 +143,16 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
     if o.disagg:
         dis = o.rates.disagg
         p, d = dis.prefill.load, dis.decode.load
+        first = p  # the prompts that wait for a decode slot (at most search.DECODE_SLOT_WAIT of them) in TTFT
+        if d.slots is not None:
+            first = replace(
+                p, ttft_p95=lt.with_wait_p95(p.ttft_p50, p.ttft_p95, d.slots), ttft_mean=p.ttft_mean + d.slots.mean
+            )
         out = {
             "pools": "prefill + decode",
-            "ttft_p50_ms": p.doc()["ttft_p50_ms"],
-            "ttft_p95_ms": p.doc()["ttft_p95_ms"],
-            "ttft_mean_ms": p.doc()["ttft_mean_ms"],
+            "ttft_p50_ms": first.doc()["ttft_p50_ms"],
+            "ttft_p95_ms": first.doc()["ttft_p95_ms"],
+            "ttft_mean_ms": first.doc()["ttft_mean_ms"],
             "tpot_p50_ms": d.doc()["tpot_p50_ms"],
             "tpot_p95_ms": d.doc()["tpot_p95_ms"],
             "kv_transfer_ms": r(dis.transfer_s * 1000, 2),

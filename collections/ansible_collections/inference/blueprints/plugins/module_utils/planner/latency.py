@@ -12,6 +12,7 @@ tokens the same step carries.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 
 from . import perf
@@ -20,6 +21,7 @@ from .engine import EngineCtx, peak_flops
 from .structs import Layout
 
 Z95 = 1.6449  # standard normal 95th percentile
+_NORMAL = statistics.NormalDist()
 GDN_CHUNK = sz.GDN_CHUNK
 # vLLM runs a MoE layer's shared expert on an auxiliary CUDA stream beside the routed experts for steps of at most
 # this many tokens (VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD, default 256; fused_moe shared-experts runner).
@@ -344,6 +346,14 @@ class SlotWait:
     def stable(self) -> bool:
         return self.rho < 1
 
+    def quantile(self, p: float) -> float:
+        """The ``p``-quantile of the wait: 0 when at most 1 - p of arrivals wait."""
+        if self.prob <= 1 - p:
+            return 0.0
+        if not self.stable or p >= 1:
+            return math.inf
+        return math.log(self.prob / (1 - p)) / self.rate
+
 
 def _mgc_scale(c: int, rho: float, cv2: float) -> float:
     """M/G/c mean wait / M/M/c mean wait. For constant holds Cosmetatos' M/D/c approximation, half the M/M/c wait
@@ -352,29 +362,56 @@ def _mgc_scale(c: int, rho: float, cv2: float) -> float:
     cv2 = max(0.0, cv2)
     if cv2 >= 1:
         return (1 + cv2) / 2
-    md = 0.5 * (1 + (1 - rho) * (c - 1) * (math.sqrt(4 + 5 * c) - 2) / (16 * rho * c))
+    if rho <= 0:
+        return 0.5
+    # at most the M/M/c wait: the correction only matters near saturation, and constant holds never wait longer
+    md = min(1.0, 0.5 * (1 + (1 - rho) * (c - 1) * (math.sqrt(4 + 5 * c) - 2) / (16 * rho * c)))
     return cv2 + (1 - cv2) * md
 
 
 def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0) -> SlotWait:
     """An M/G/c queue for one rank's sequence slots (``slots`` = max_num_seqs servers, Poisson arrivals at ``lam``,
     each request holding a slot ``hold`` seconds on average with squared coefficient of variation ``cv2``): an arrival
-    waits with probability C (Erlang C, M/M/c), and its wait is then exponential with the M/M/c mean 1 / (c / hold -
-    lam) scaled to M/G/c (``_mgc_scale``). Against a simulation of the same queue
-    (tests/unit/planner/test_latency_model.py) P(wait) is within a few per cent and the wait's p95 and mean within
-    20 % (the simulation's own spread over seeds is about 15 %)."""
+    waits with probability C (Erlang C, M/M/c), and a wait that happens is exponential with the M/M/c mean
+    1 / (c / hold - lam) scaled to M/G/c (``_mgc_scale``): P(W > t) = C exp(-t rate). Against a simulation of the
+    same queue (tests/unit/planner/test_latency_model.py) P(wait) is within a few per cent and the wait's p95 and
+    mean within 20 % (the simulation's own spread over seeds is about 15 %)."""
     offered = lam * hold
     slots = max(1, int(slots))
+    if offered <= 0 and not math.isinf(hold):
+        return SlotWait(0.0, 0.0, math.inf, 0.0, 0.0, 0.0)
     if math.isinf(hold) or offered >= slots:
         inf = math.inf
         return SlotWait(offered / slots if not math.isinf(hold) else inf, 1.0, 0.0, inf, inf, inf)
     prob = erlang_c(slots, offered)
     rate = (slots / hold - lam) / _mgc_scale(slots, offered / slots, cv2)
 
-    def quantile(p: float) -> float:
-        return math.log(prob / (1 - p)) / rate if prob > 1 - p else 0.0
+    sw = SlotWait(offered / slots, prob, rate, prob / rate, 0.0, 0.0)
+    return replace(sw, p50=sw.quantile(0.5), p95=sw.quantile(0.95))
 
-    return SlotWait(offered / slots, prob, rate, prob / rate, quantile(0.5), quantile(0.95))
+
+def lognormal_quantile(p50: float, p95: float, u: float) -> float:
+    """The ``u``-quantile of a log-normal through this median and 95th percentile (``p95`` when it has no spread)."""
+    if p50 <= 0 or p95 <= p50 or math.isinf(p95):
+        return p95
+    return p50 * math.exp(math.log(p95 / p50) / Z95 * _NORMAL.inv_cdf(u))
+
+
+def with_wait_p95(p50: float, p95: float, sw: SlotWait) -> float:
+    """An upper bound of the 95th percentile of TTFT + a slot wait independent of it: the least over splits ``a`` of
+    TTFT's (1 - a)-quantile plus the wait's (0.95 + a)-quantile (P(sum > that) <= a + 0.05 - a), TTFT log-normal
+    through its p50 and p95. When fewer than 5 % wait it is TTFT's (1 - (0.05 - C))-quantile: a few per cent of
+    waits still move the p95 of the sum, which adding the wait's own p95 (0) would miss."""
+    if sw.prob <= 1e-9:  # nobody waits (to rounding)
+        return p95
+    if not sw.stable:
+        return math.inf
+    best = min(
+        lognormal_quantile(p50, p95, 1 - a) + sw.quantile(0.95 + a) for a in (0.05 * k / 16 for k in range(1, 16))
+    )
+    if sw.prob < 0.05:  # the split at which the wait's quantile is 0
+        best = min(best, lognormal_quantile(p50, p95, 0.95 + sw.prob))
+    return best
 
 
 # --------------------------------------------------------------------------- aggregated engines
@@ -568,8 +605,9 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
 
 def with_slot_queue(p: Point, slots: int, cv2: float) -> Point:
     """``p`` (one rank under open traffic at ``p.lam``) with the wait for one of its ``slots`` sequence slots
-    (max_num_seqs) added: TTFT p50 / p95 / mean and E2E grow by the wait's p50 / p95 / mean (quantiles added:
-    an upper bound for the sum of the two waits). A rank whose slots are offered more than they hold is unstable."""
+    (max_num_seqs) added: TTFT mean and E2E grow by the wait's mean, TTFT p50 by the wait's p50, TTFT p95 is the
+    bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). A rank whose slots are offered
+    more than they hold is unstable."""
     if not p.stable:
         return p
     sw = slot_wait(p.lam, slots, p.e2e, cv2)
@@ -579,7 +617,7 @@ def with_slot_queue(p: Point, slots: int, cv2: float) -> Point:
     return replace(
         p,
         ttft_p50=p.ttft_p50 + sw.p50,
-        ttft_p95=p.ttft_p95 + sw.p95,
+        ttft_p95=with_wait_p95(p.ttft_p50, p.ttft_p95, sw),
         ttft_mean=p.ttft_mean + sw.mean,
         e2e=p.e2e + sw.mean,
         slots=sw,

@@ -234,6 +234,12 @@ def _slots_md(lat: dict) -> list[str]:
         rank, where = lat["decode_per_rank"], "decode pool sized so that 95 % find one at once"
     if rank.get("slot_utilization") is None:
         return []
+    if rank["slot_utilization"] >= 1:
+        return [
+            "",
+            f"Sequence slots (max_num_seqs) of a rank: overloaded, offered {rank['slot_utilization'] * 100:.0f} % of "
+            "what they hold; the queue grows without bound (more replicas or GPUs are needed).",
+        ]
     return [
         "",
         f"Sequence slots (max_num_seqs) of a rank: {rank['slot_utilization'] * 100:.0f} % busy, "

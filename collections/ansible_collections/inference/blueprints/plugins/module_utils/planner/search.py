@@ -221,9 +221,27 @@ def _memory(c: EngineCtx, lay: Layout, run: Run, num_spec: int) -> tuple[dict, b
     return mem, True, headroom, ""
 
 
-def _batch_cap(run: Run, mem: dict, w: lt.Workload, role: str) -> tuple[int, str]:
+def _kv_sequences(run: Run, mem: dict) -> int:
+    """Sequences the KV pool holds at the traffic's mean length (prompt + output), less room for a full batch's
+    total length to reach its 95th percentile: ``b x mean + 1.645 x sqrt(b) x std <= what b means hold`` (the lengths
+    log-normal through their mean and p95). The slots may run nearly full under a loose TTFT SLO; with spread
+    lengths a batch of mean-length slots would sometimes not fit, and vLLM would preempt."""
     t = run.traffic
-    kv = sz.max_sequences(mem["blocks"], t["prompt_tokens_mean"] + t["output_tokens_mean"], mem["geom"], 1)
+    mean = t["prompt_tokens_mean"] + t["output_tokens_mean"]
+    kv = sz.max_sequences(mem["blocks"], mean, mem["geom"], 1)
+    var = 0.0
+    for kind in ("prompt", "output"):
+        sigma = lt.lognormal_sigma(t[f"{kind}_tokens_mean"], t[f"{kind}_tokens_p95"])
+        var += (t[f"{kind}_tokens_mean"] ** 2) * (math.exp(sigma * sigma) - 1)
+    if kv <= 0 or var <= 0:
+        return kv
+    zs = lt.Z95 * math.sqrt(var)  # b x mean + zs x sqrt(b) <= kv x mean, a quadratic in sqrt(b)
+    root = (-zs + math.sqrt(zs * zs + 4 * mean * mean * kv)) / (2 * mean)
+    return max(1, int(root * root + 1e-9))
+
+
+def _batch_cap(run: Run, mem: dict, w: lt.Workload, role: str) -> tuple[int, str]:
+    kv = _kv_sequences(run, mem)
     caps = [(kv, "kv")]
     if run.pol["max_num_seqs"]:
         caps.append((run.pol["max_num_seqs"], "max_num_seqs"))
@@ -454,6 +472,11 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
 # --------------------------------------------------------------------------- disaggregated pools
 
 
+# P/D: the share of prompts that may wait for a decode slot. The prefill pool meets TTFT at the (95 + this) th
+# percentile, so that TTFT p95 holds with the wait (union bound: P(TTFT + wait > SLO) <= 4 % + 1 %).
+DECODE_SLOT_WAIT = 0.01
+
+
 def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
     """A P/D decode engine: decode-only steps; sequences in flight = arrival rate x decode time (Little's law)."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
@@ -476,10 +499,10 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
     inflight = lam * full.e2e if dem.open else float(dem.sessions or 0)
     reps = max(1, math.ceil(inflight / (b * dem.util * lay.dp) - 1e-9))
     if dem.open:
-        # the fewest replicas whose ranks find a free slot for 95 % of arrivals (a prompt that arrives as KV waits for
-        # one like any request), so the prefill pool's TTFT p95 holds; the hold is the decode time of a full rank
+        # the fewest replicas whose ranks find a free slot at once for all but DECODE_SLOT_WAIT of arrivals (a prompt
+        # that arrives as KV waits for one like any request); the hold is the decode time of a full rank
         def free(n: int) -> bool:
-            return lt.slot_wait(lam / (n * lay.dp), b, full.e2e, dem.work.hold_cv2).p95 == 0.0
+            return lt.slot_wait(lam / (n * lay.dp), b, full.e2e, dem.work.hold_cv2).prob <= DECODE_SLOT_WAIT
 
         reps = _smallest(free, math.ceil(inflight / (b * lay.dp) - 1e-9), max(4 * reps, 64)) or reps
     cand.replicas, cand.gpus = reps, reps * lay.world
@@ -491,7 +514,8 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
 
 
 def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:
-    """A P/D prefill engine: replicas until TTFT p95 (queueing and the KV transfer included) meets the SLO."""
+    """A P/D prefill engine: replicas until TTFT (queueing and the KV transfer included) meets the SLO at the
+    (95 + DECODE_SLOT_WAIT)th percentile, room for the prompts that wait for a decode slot."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
     cand = Candidate("prefill", lay, lay.world)
     mem, fits, headroom, why = _memory(c, lay, run, 0)
@@ -507,7 +531,8 @@ def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candid
 
     def ok(reps: int) -> bool:
         p = at(reps)
-        return p.stable and p.rho <= dem.util and p.ttft_p95 <= slo_ttft
+        tail = lt.lognormal_quantile(p.ttft_p50, p.ttft_p95, 0.95 + (DECODE_SLOT_WAIT if dem.open else 0.0))
+        return p.stable and p.rho <= dem.util and tail <= slo_ttft
 
     reps = _smallest(ok, 1, 256)
     if reps is None:
