@@ -198,6 +198,18 @@ def test_slot_queue_pieces():
     assert lt.Workload(800, 2000, 200, 8192, 600).hold_cv2 > 0.3
 
 
+def test_the_dp_ranks_of_one_engine_share_one_slot_queue():
+    """vLLM's internal DP load balancer (KServe's presets set no external one) sends a request to the least loaded
+    rank: 2 ranks of 5 slots queue like 10 slots, which wait far less than each rank alone at the same load."""
+    em = engine("Qwen3.5-35B-A3B", Layout(tp=1, dp=2, ep=2))
+    at = lt.aggregated(em, 4, W, lam=1.6)
+    alone, shared = lt.with_slot_queue(at, 5, 1.0), lt.with_slot_queue(at, 5, 1.0, ranks=2)
+    assert 0.7 < alone.slots.rho < 1 and shared.slots.rho == pytest.approx(alone.slots.rho)
+    assert shared.slots == lt.slot_wait(2 * at.lam, 10, at.e2e, 1.0)
+    assert shared.slots.prob < alone.slots.prob and shared.slots.p95 < 0.6 * alone.slots.p95
+    assert shared.ttft_p95 < alone.ttft_p95
+
+
 def test_ttft_p95_with_the_slot_wait_is_a_bound_that_counts_rare_waits():
     """TTFT + slot wait: P(sum > bound) <= 5 % when TTFT is the log-normal through its p50 / p95 (numerically), and
     a wait that only 3 % of arrivals see still moves the p95 (its own p95 is 0, adding it would change nothing)."""

@@ -117,19 +117,19 @@ def _layout_doc(o: Outcome) -> dict:
 
 
 QUEUEING = (
-    "per DP rank, prefill is an M/G/1 queue: Poisson arrivals at the planned rate, first come first served, service = "
-    "the prompt's share of the prefill steps (vLLM batches waiting prompts up to max_num_batched_tokens; the fewest "
+    "per DP rank, prefill is an M/G/1 queue: Poisson arrivals at the planned rate, first come first served, service ="
+    " the prompt's share of the prefill steps (vLLM batches waiting prompts up to max_num_batched_tokens; the fewest "
     "per step that keep the rank under target_utilization), log-normal prompt lengths fitted to mean and p95; mean "
     "wait by Pollaczek-Khinchine, tail P(W > t) = rho exp(-rho t / E[W]); TTFT = own prefill step(s) + wait + the "
     "step in flight + vLLM's per-request prefill overhead (+ the KV transfer for P/D); p95 combines the prefill and "
     "wait tails as independent (medians + root-sum-square of the p95 excesses). Before that, a request waits for one "
-    "of its rank's max_num_seqs sequence slots: an M/G/c queue (c = max_num_seqs, arrivals split evenly over the "
-    "ranks, each request holding a slot for its E2E), P(wait) = C by Erlang C, a wait that happens exponential with "
-    "the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for constant holds, linear in the hold's CV^2 up to "
-    "exponential, (1 + CV^2) / 2 above; CV from the output lengths' log-normal); TTFT mean and p50 grow by the "
-    "wait's, TTFT p95 is the least over splits a of TTFT's (1 - a) and the wait's (0.95 + a) quantiles (an upper "
-    "bound). Replicas are the fewest whose TTFT p95 meets the SLO; a P/D decode pool the fewest whose slots are free "
-    "at once for 99 % of arrivals, its prefill pool meeting TTFT at p96"
+    "of its engine's sequence slots: an M/G/c queue (c = max_num_seqs x DP ranks, which vLLM's internal DP load "
+    "balancer pools; arrivals split evenly over the engines; each request holding a slot for its E2E), P(wait) = C by"
+    " Erlang C, a wait that happens exponential with the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for "
+    "constant holds, linear in the hold's CV^2 up to exponential, (1 + CV^2) / 2 above; CV from the output lengths' "
+    "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the least over splits a of TTFT's (1 - a) and the"
+    " wait's (0.95 + a) quantiles (an upper bound). Replicas are the fewest whose TTFT p95 meets the SLO; a P/D "
+    "decode pool the fewest whose slots are free at once for 99 % of arrivals, its prefill pool meeting TTFT at p96"
 )
 TPOT_DEF = (
     "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "

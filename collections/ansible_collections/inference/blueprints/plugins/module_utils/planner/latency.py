@@ -603,14 +603,16 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
     return Point(b, rate, t_bar, tpot95, p50, p95, mean, rho, phi, t_dec, pf.t_step, e2e, rho < 1)
 
 
-def with_slot_queue(p: Point, slots: int, cv2: float) -> Point:
+def with_slot_queue(p: Point, slots: int, cv2: float, ranks: int = 1) -> Point:
     """``p`` (one rank under open traffic at ``p.lam``) with the wait for one of its ``slots`` sequence slots
     (max_num_seqs) added: TTFT mean and E2E grow by the wait's mean, TTFT p50 by the wait's p50, TTFT p95 is the
-    bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). A rank whose slots are offered
-    more than they hold is unstable."""
+    bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). ``ranks``: the DP ranks of one
+    engine share one queue (vLLM's internal load balancer sends each request to the least loaded rank), so the queue
+    has ``ranks x slots`` servers and ``ranks x p.lam`` arrivals. A rank whose slots are offered more than they hold
+    is unstable."""
     if not p.stable:
         return p
-    sw = slot_wait(p.lam, slots, p.e2e, cv2)
+    sw = slot_wait(p.lam * ranks, slots * ranks, p.e2e, cv2)
     if not sw.stable:
         inf = math.inf
         return replace(p, ttft_p50=inf, ttft_p95=inf, ttft_mean=inf, e2e=inf, stable=False, slots=sw)

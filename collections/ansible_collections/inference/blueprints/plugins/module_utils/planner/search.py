@@ -263,7 +263,9 @@ def _headroom_rule(cand: Candidate, c: EngineCtx) -> str:
 
 def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> lt.Point:
     """One rank's latency when ``ranks`` ranks share the traffic; under open traffic the wait for one of its ``batch``
-    sequence slots is in its TTFT (each rank its own queue: the router splits arrivals evenly)."""
+    sequence slots is in its TTFT. Engines split the arrivals evenly (the router; llm-d's load-aware scoring does
+    better); the DP ranks of one engine share one queue: KServe's presets start vLLM without an external or hybrid
+    DP load balancer, so vLLM's own sends each request to the rank with the least waiting and running work."""
     if not dem.open:
         return lt.aggregated(em, min(batch, max(1.0, dem.sessions / ranks)), dem.work)
     lam = dem.lam / ranks
@@ -277,7 +279,7 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
             break
         b = nb
         p = lt.aggregated(em, b, dem.work, lam)
-    return lt.with_slot_queue(p, batch, dem.work.hold_cv2)
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, em.lay.dp)
 
 
 def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
@@ -502,14 +504,14 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
         # the fewest replicas whose ranks find a free slot at once for all but DECODE_SLOT_WAIT of arrivals (a prompt
         # that arrives as KV waits for one like any request); the hold is the decode time of a full rank
         def free(n: int) -> bool:
-            return lt.slot_wait(lam / (n * lay.dp), b, full.e2e, dem.work.hold_cv2).prob <= DECODE_SLOT_WAIT
+            return lt.slot_wait(lam / n, b * lay.dp, full.e2e, dem.work.hold_cv2).prob <= DECODE_SLOT_WAIT
 
         reps = _smallest(free, math.ceil(inflight / (b * lay.dp) - 1e-9), max(4 * reps, 64)) or reps
     cand.replicas, cand.gpus = reps, reps * lay.world
     per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
     cand.load = lt.decode_only(em, per_rank, dem.work)
     if dem.open:
-        cand.load = replace(cand.load, slots=lt.slot_wait(lam / (reps * lay.dp), b, full.e2e, dem.work.hold_cv2))
+        cand.load = replace(cand.load, slots=lt.slot_wait(lam / reps, b * lay.dp, full.e2e, dem.work.hold_cv2))
     return cand
 
 
