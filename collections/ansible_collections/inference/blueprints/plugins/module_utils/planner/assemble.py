@@ -129,7 +129,8 @@ QUEUEING = (
     "constant holds, linear in the hold's CV^2 up to exponential, (1 + CV^2) / 2 above; CV from the output lengths' "
     "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the least over splits a of TTFT's (1 - a) and the"
     " wait's (0.95 + a) quantiles (an upper bound). Replicas are the fewest whose TTFT p95 meets the SLO; a P/D "
-    "decode pool the fewest whose slots are free at once for 99 % of arrivals, its prefill pool meeting TTFT at p96"
+    f"decode pool the fewest whose slots are free at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of "
+    f"arrivals, its prefill pool meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}"
 )
 TPOT_DEF = (
     "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "
@@ -148,11 +149,12 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
             first = replace(
                 p, ttft_p95=lt.with_wait_p95(p.ttft_p50, p.ttft_p95, d.slots), ttft_mean=p.ttft_mean + d.slots.mean
             )
+        ttft = first.doc()
         out = {
             "pools": "prefill + decode",
-            "ttft_p50_ms": first.doc()["ttft_p50_ms"],
-            "ttft_p95_ms": first.doc()["ttft_p95_ms"],
-            "ttft_mean_ms": first.doc()["ttft_mean_ms"],
+            "ttft_p50_ms": ttft["ttft_p50_ms"],
+            "ttft_p95_ms": ttft["ttft_p95_ms"],
+            "ttft_mean_ms": ttft["ttft_mean_ms"],
             "tpot_p50_ms": d.doc()["tpot_p50_ms"],
             "tpot_p95_ms": d.doc()["tpot_p95_ms"],
             "kv_transfer_ms": r(dis.transfer_s * 1000, 2),

@@ -50,8 +50,7 @@ class Workload:
     def hold_cv2(self) -> float:
         """Squared coefficient of variation of how long a request holds its sequence slot: its output length's, from
         a log-normal fitted to the output mean and p95 (the decode steps dominate the hold)."""
-        sigma = lognormal_sigma(self.output_mean, self.output_p95)
-        return math.exp(sigma * sigma) - 1.0
+        return lognormal_cv2(self.output_mean, self.output_p95)
 
 
 def _bf16_peak(gpu: dict) -> float:
@@ -337,14 +336,23 @@ class SlotWait:
 
     rho: float  # offered / slots
     prob: float  # P(an arrival waits), Erlang C
-    rate: float  # slots / hold - lam: the decay rate of the wait's tail, 1/s
-    mean: float
-    p50: float
-    p95: float
+    rate: float  # slots / hold - lam, scaled to M/G/c: the decay rate of the wait's tail, 1/s
 
     @property
     def stable(self) -> bool:
         return self.rho < 1
+
+    @property
+    def mean(self) -> float:
+        return self.prob / self.rate if self.stable else math.inf
+
+    @property
+    def p50(self) -> float:
+        return self.quantile(0.5)
+
+    @property
+    def p95(self) -> float:
+        return self.quantile(0.95)
 
     def quantile(self, p: float) -> float:
         """The ``p``-quantile of the wait: 0 when at most 1 - p of arrivals wait."""
@@ -379,15 +387,17 @@ def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0) -> SlotWait
     offered = lam * hold
     slots = max(1, int(slots))
     if offered <= 0 and not math.isinf(hold):
-        return SlotWait(0.0, 0.0, math.inf, 0.0, 0.0, 0.0)
+        return SlotWait(0.0, 0.0, math.inf)
     if math.isinf(hold) or offered >= slots:
-        inf = math.inf
-        return SlotWait(offered / slots if not math.isinf(hold) else inf, 1.0, 0.0, inf, inf, inf)
-    prob = erlang_c(slots, offered)
+        return SlotWait(offered / slots if not math.isinf(hold) else math.inf, 1.0, 0.0)
     rate = (slots / hold - lam) / _mgc_scale(slots, offered / slots, cv2)
+    return SlotWait(offered / slots, erlang_c(slots, offered), rate)
 
-    sw = SlotWait(offered / slots, prob, rate, prob / rate, 0.0, 0.0)
-    return replace(sw, p50=sw.quantile(0.5), p95=sw.quantile(0.95))
+
+def lognormal_cv2(mean: float, p95: float) -> float:
+    """Squared coefficient of variation of a log-normal with this mean and 95th percentile (0 when they are equal)."""
+    sigma = lognormal_sigma(mean, p95)
+    return math.exp(sigma * sigma) - 1.0
 
 
 def lognormal_quantile(p50: float, p95: float, u: float) -> float:

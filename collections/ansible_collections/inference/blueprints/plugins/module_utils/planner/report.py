@@ -2,7 +2,8 @@
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: UP009
-"""Markdown report and SVG charts (per-GPU memory breakdown, pool sizes) for plans. Stdlib only."""
+"""Markdown report and SVG charts (per-GPU memory breakdown, pool sizes) for plans. Stdlib only (and the planner's
+own constants)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import os
 import re
 from xml.sax.saxutils import escape
+
+from .search import DECODE_SLOT_WAIT
 
 COLORS = {"weights": "#4e79a7", "kv": "#59a14f", "overhead": "#f28e2b", "reserved": "#bab0ac"}
 
@@ -231,7 +234,8 @@ def _slots_md(lat: dict) -> list[str]:
     """One line on the wait for a sequence slot (open traffic only)."""
     rank, where = lat.get("per_rank") or {}, "counted in TTFT above"
     if not rank.get("slot_utilization") and (lat.get("decode_per_rank") or {}).get("slot_utilization"):
-        rank, where = lat["decode_per_rank"], "decode pool sized so that 95 % find one at once"
+        share = (1 - DECODE_SLOT_WAIT) * 100
+        rank, where = lat["decode_per_rank"], f"decode pool sized so that {share:.0f} % find one at once"
     if rank.get("slot_utilization") is None:
         return []
     if rank["slot_utilization"] >= 1:

@@ -229,10 +229,10 @@ def _kv_sequences(run: Run, mem: dict) -> int:
     t = run.traffic
     mean = t["prompt_tokens_mean"] + t["output_tokens_mean"]
     kv = sz.max_sequences(mem["blocks"], mean, mem["geom"], 1)
-    var = 0.0
-    for kind in ("prompt", "output"):
-        sigma = lt.lognormal_sigma(t[f"{kind}_tokens_mean"], t[f"{kind}_tokens_p95"])
-        var += (t[f"{kind}_tokens_mean"] ** 2) * (math.exp(sigma * sigma) - 1)
+    var = sum(
+        t[f"{kind}_tokens_mean"] ** 2 * lt.lognormal_cv2(t[f"{kind}_tokens_mean"], t[f"{kind}_tokens_p95"])
+        for kind in ("prompt", "output")
+    )
     if kv <= 0 or var <= 0:
         return kv
     zs = lt.Z95 * math.sqrt(var)  # b x mean + zs x sqrt(b) <= kv x mean, a quadratic in sqrt(b)
