@@ -29,6 +29,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema
 from tests.aap import awx
 
 ROOT = awx.ROOT
+COLLECTION_PLAYBOOKS = ROOT / "collections/ansible_collections/inference/blueprints/playbooks"
 CONFIG = awx.load_config()
 TEMPLATES = awx.by_name(CONFIG, "controller_templates")
 WORKFLOWS = awx.by_name(CONFIG, "controller_workflows")
@@ -54,7 +55,7 @@ def test_one_job_template_per_lifecycle_stage():
     assert {n.removeprefix("inference-blueprints ") for n in TEMPLATES} == stages
     # preflight is platform.yml's preflight alone: its tag, nothing applied
     assert TEMPLATES["inference-blueprints preflight"]["job_tags"] == "preflight"
-    text = (ROOT / "playbooks/platform.yml").read_text()
+    text = (COLLECTION_PLAYBOOKS / "platform.yml").read_text()
     assert "inference.blueprints.preflight" in text
 
 
@@ -66,9 +67,14 @@ def _play_vars(playbook: Path) -> dict:
         return out
     for play in yaml.safe_load(playbook.read_text()) or []:
         if "import_playbook" in play or "ansible.builtin.import_playbook" in play:
-            out.update(
-                _play_vars(playbook.parent / (play.get("ansible.builtin.import_playbook") or play["import_playbook"]))
+            target = play.get("ansible.builtin.import_playbook") or play["import_playbook"]
+            # the project's playbooks import the collection's by name: inference.blueprints.<playbook>
+            path = (
+                COLLECTION_PLAYBOOKS / f"{target.rsplit('.', 1)[1]}.yml"
+                if target.startswith("inference.blueprints.")
+                else playbook.parent / target
             )
+            out.update(_play_vars(path))
         out.update(play.get("vars") or {})
     return out
 

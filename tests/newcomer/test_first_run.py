@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.inference.blueprints.plugins.plugin_utils.converge import COLLECTION_PLAYBOOKS, site_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -120,13 +121,11 @@ def test_render_dir_is_relative_to_the_working_directory_and_the_run_says_where(
     summary = records[-1]
     assert summary["rendered"]["dir"] == str(in_tmp / "render" / "chat-east-1")
     assert list((in_tmp / "render").rglob("*.yaml")), "nothing under ./render of the working directory"
-    assert not (ROOT / "playbooks" / "render").exists()
+    assert not (ROOT / "playbooks" / "render").exists() and not (Path(COLLECTION_PLAYBOOKS) / "render").exists()
     kinds = [r["event"] for r in records]
     assert kinds[0] == "stage_start" and "task" in kinds and kinds[-1] == "summary"
     ends = [r for r in records if r["event"] == "stage_end"]
-    from ansible_collections.inference.blueprints.plugins.plugin_utils.converge import site_stages
-
-    assert [r["stage"] for r in ends] == site_stages(str(ROOT / "playbooks" / "site.yml"))
+    assert [r["stage"] for r in ends] == site_stages(str(Path(COLLECTION_PLAYBOOKS) / "site.yml"))
     assert all(r["status"] == "ok" and r["done"] == r["total"] for r in ends)
     serving = next(r for r in ends if r["stage"] == "serving")
     assert serving["changed"] == 1  # the render task wrote the files
@@ -143,7 +142,7 @@ def test_converge_exit_codes_for_scripts(in_tmp):
     cfg = site / "group_vars" / "all" / "site.yml"
     cfg.write_text(cfg.read_text().replace("serving_namespace:", "serving_namspace:"))
     proc = subprocess.run(
-        [BIN / "blueprints", "converge", "--site", str(site), "--playbooks-dir", str(ROOT / "playbooks"), "--json"],
+        [BIN / "blueprints", "converge", "--site", str(site), "--playbooks-dir", COLLECTION_PLAYBOOKS, "--json"],
         capture_output=True,
         text=True,
         cwd=in_tmp,

@@ -177,7 +177,7 @@ def test_bind_reads_the_catalog_and_the_installed_operators(chat):
         "nfd": {"default_channel": "stable", "heads": {"stable": "nfd.v4.22.0"}},
         "rhods-operator": {"default_channel": "stable-2.25", "heads": {"stable-2.25": "rhods-operator.2.25.1"}},
     }
-    subs = {"openshift-nfd/nfd": {"installed_csv": "nfd.v4.21.3", "state": "AtLatestKnown", "managed_by": None}}
+    subs = {"openshift-nfd/nfd": {"installed_csv": "nfd.v4.21.3", "state": "AtLatestKnown", "created_by": None}}
     csvs = {"openshift-nfd/nfd.v4.21.3": {"phase": "Succeeded"}}
     p = platform.bind(chat, facts(packagemanifests=manifests, subscriptions=subs, csvs=csvs))["platform"]
     ops = {o["package"]: o for o in p["operators"]}
@@ -204,7 +204,7 @@ def test_a_subscription_moved_to_another_channel_waits_for_the_new_head(chat):
             "installed_csv": "nfd.v4.22.0",
             "state": "AtLatestKnown",
             "channel": "stable",
-            "managed_by": None,
+            "created_by": None,
         }
     }
     csvs = {"openshift-nfd/nfd.v4.22.0": {"phase": "Succeeded"}}
@@ -419,11 +419,11 @@ def test_monitoring_config_keeps_other_settings_and_is_kept_by_the_teardown(chat
 
 def test_removal_lists_installed_csvs_of_our_operators_only(chat):
     subs = {
-        "openshift-nfd/nfd": {"installed_csv": "nfd.v4.22.0", "state": "AtLatestKnown", "managed_by": None},
+        "openshift-nfd/nfd": {"installed_csv": "nfd.v4.22.0", "state": "AtLatestKnown", "created_by": None},
         "nvidia-gpu-operator/gpu-operator-certified": {
             "installed_csv": "gpu-operator-certified.v26.7.0",
             "state": "AtLatestKnown",
-            "managed_by": "inference-blueprints",
+            "created_by": "example-chat",
         },
     }
     bound = platform.bind(chat, facts(subscriptions=subs))

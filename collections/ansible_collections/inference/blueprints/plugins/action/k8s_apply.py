@@ -23,6 +23,7 @@ class ActionModule(K8sAction):
     MODULE = "inference.blueprints.k8s_apply"
     ARGUMENT_SPEC = ARGUMENT_SPEC
     MUTUALLY_EXCLUSIVE = MUTUALLY_EXCLUSIVE
-    BULKY = ("objects",)
+    BULKY = ("objects", "claim_objects")
+    OWNERSHIP = True
     RUN = staticmethod(run)
     FROM_INTENT = staticmethod(stage_apply.run_apply)

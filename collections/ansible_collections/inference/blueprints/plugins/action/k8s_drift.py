@@ -12,5 +12,6 @@ class ActionModule(K8sAction):
     MODULE = "inference.blueprints.k8s_drift"
     ARGUMENT_SPEC = ARGUMENT_SPEC
     BULKY = ("objects",)
+    OWNERSHIP = True
 
     RUN = staticmethod(run)

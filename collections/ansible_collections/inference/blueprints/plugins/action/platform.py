@@ -119,6 +119,8 @@ class ActionModule(intents_mod.IntentAction):
             "wait_timeout": waits_mod.timeout_of(mine["waits"], mine["timeout"]),
             "dropped": mine["dropped"],
             "components": mine["components"],
+            # what the site created (and, for a removal, the CSVs of its Subscriptions): k8s_apply's ownership
+            "ownership": mine["ownership"],
             # operators the cluster read did not see installed: after phase 1 the flow reads the
             # cluster again and binds to the APIs they serve
             "operators_pending": [c for c in p["operators_pending"] if c in mine["components"]],

@@ -5,7 +5,8 @@ of one or many clusters on the controller, from the hosts' inventory variables."
 
 from __future__ import annotations
 
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import summary
+from ansible_collections.inference.blueprints.plugins.module_utils import inventory_files
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import schema, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 
@@ -27,6 +28,10 @@ class ActionModule(intents_mod.IntentAction):
         task_vars = task_vars or {}
         hosts = self._hosts(args, task_vars)
         try:
+            # a key given twice in an inventory file: Ansible deployed the last value after a warning
+            dups = inventory_files.duplicate_key_errors(task_vars.get("ansible_inventory_sources"))
+            if dups:
+                raise SchemaError(dups)
             intents = intents_mod.compute(
                 task_vars, hosts, args["blueprints_dir"], variable_manager=self._task.get_variable_manager()
             )
@@ -39,6 +44,14 @@ class ActionModule(intents_mod.IntentAction):
         result["deliveries"] = {h: i["site"]["delivery"] for h, i in intents.items()}
         result["summary"] = summary.fleet_lines(intents)
         if args["report"] and not self._task.check_mode:
+            unwritable = [
+                ("report_dir", f"host {h}: {why}; valid: a directory this user can create and write "
+                 "(default reports/<site_name> under the working directory)")
+                for h, i in sorted(intents.items())
+                if (why := schema.unwritable_dir(i["site"]["report_dir"]))
+            ]  # fmt: skip
+            if unwritable:
+                return self._schema_failure(result, SchemaError(unwritable))
             result["reports"] = self._write_reports(intents)
         return result
 

@@ -33,20 +33,7 @@ import os
 
 from ansible.errors import AnsibleError
 from ansible.plugins.callback import CallbackBase
-
-_EXTENSIONS = ("", ".yml", ".yaml", ".json")
-
-
-def _var_files(directory: str):
-    for sub in ("group_vars", "host_vars"):
-        root = os.path.join(directory, sub)
-        if not os.path.isdir(root):
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if not name.startswith(".") and os.path.splitext(name)[1] in _EXTENSIONS:
-                    yield os.path.join(dirpath, name)
+from ansible_collections.inference.blueprints.plugins.module_utils.inventory_files import var_files as _var_files
 
 
 def _parse(loader, path):

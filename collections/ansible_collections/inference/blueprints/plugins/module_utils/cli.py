@@ -18,8 +18,9 @@ import json
 import os
 import sys
 
+from ansible_collections.inference.blueprints.plugins.module_utils import inventory_files
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, summary
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, schema, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
@@ -157,6 +158,18 @@ def _yaml():
     return yaml
 
 
+def _load_yaml(source, what: str, valid: str = "a YAML (or JSON) mapping"):
+    """YAML from a text or an open file; a syntax error becomes one line naming ``what``, the line and the problem."""
+    yaml = _yaml()
+    try:
+        return yaml.safe_load(source)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise CliError(f"{what}: not valid YAML{where}: {problem}; valid: {valid}") from None
+
+
 def find_blueprints_dir(start: str, explicit: str | None) -> str | None:
     if explicit:
         if not os.path.isdir(explicit):
@@ -187,7 +200,7 @@ def _parse_policy(items: list[str]) -> dict:
         if "=" not in it:
             raise CliError(f"--policy: expected KEY=VALUE, got {it!r}")
         k, v = it.split("=", 1)
-        out[k.strip()] = _yaml().safe_load(v)
+        out[k.strip()] = _load_yaml(v, f"--policy {k.strip()}", "a YAML value (quote text)")
     return out
 
 
@@ -212,7 +225,7 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
     if a.architecture:
         try:
             with open(a.architecture, encoding="utf-8") as fh:
-                inp["model_architecture"] = _yaml().safe_load(fh)
+                inp["model_architecture"] = _load_yaml(fh, f"--architecture {a.architecture}")
         except OSError as e:
             raise CliError(f"--architecture: cannot read {a.architecture}: {e.strerror}") from None
     for k in (
@@ -256,18 +269,18 @@ def _parse_extra_vars(items: list[str]) -> dict:
         if item.startswith("@"):
             try:
                 with open(item[1:], encoding="utf-8") as fh:
-                    doc = _yaml().safe_load(fh) or {}
+                    doc = _load_yaml(fh, f"-e {item}") or {}
             except OSError as e:
                 raise CliError(f"-e {item}: cannot read {item[1:]}: {e.strerror}") from None
         elif item.startswith("{"):
-            doc = _yaml().safe_load(item)
+            doc = _load_yaml(item, f"-e {item!r}")
         else:
             doc = {}
             for pair in item.split():
                 if "=" not in pair:
                     raise CliError(f"-e {item!r}: expected KEY=VALUE, @FILE or a YAML mapping")
                 k, v = pair.split("=", 1)
-                doc[k] = _yaml().safe_load(v) if v else ""
+                doc[k] = _load_yaml(v, f"-e {k}", "a YAML value (quote text)") if v else ""
         if not isinstance(doc, dict):
             raise CliError(f"-e {item!r}: must give a mapping of variables")
         out.update(doc)
@@ -281,6 +294,9 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
     """
     if not os.path.isdir(site):
         raise CliError(f"--site: {site} is not a directory")
+    dups = inventory_files.duplicate_key_errors([site])
+    if dups:
+        raise CliError(str(SchemaError(dups)))
     # lazy imports: the planner itself needs no Ansible
     from ansible.errors import AnsibleError  # pylint: disable=ansible-bad-module-import
     from ansible.inventory.manager import InventoryManager  # pylint: disable=ansible-bad-module-import
@@ -304,6 +320,10 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
         for host in inv.get_hosts():
             hv = dict(vm.get_vars(host=host))
             hv.update(extra_vars or {})
+            try:  # before templating: an alias bomb would take minutes there
+                schema.check_sizes({k: v for k, v in hv.items() if k in wanted})
+            except SchemaError as e:
+                raise CliError(str(e)) from None
             templar = Templar(loader=loader, variables=hv)
             values = {k: templar.template(v) for k, v in hv.items() if k in wanted}
             out[host.name] = (values, list(hv))
@@ -362,6 +382,9 @@ def render(entries: list[tuple[str, dict]], fmt: str, single: bool) -> str:
 
 def cmd_plan(a: argparse.Namespace) -> int:
     entries, intents = [], {}
+    why = schema.unwritable_dir(a.report) if a.report else None
+    if why:
+        raise CliError(f"--report: {why}; valid: a directory this user can create and write")
     if a.site:
         intents = site_intents(a.site, a.blueprints_dir, _parse_extra_vars(a.extra_vars))
         for host, intent in intents.items():

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from . import ownership
+
 NFD_PREFIX = "feature.node.kubernetes.io/"
 GPU_PCI_LABELS = (
     NFD_PREFIX + "pci-10de.present",
@@ -259,6 +261,47 @@ def gather_api(get):
     }
 
 
+def identity(cv, namespaces):
+    """What tells one cluster from another, whatever URL or credentials reach it: OpenShift's ClusterVersion
+    ``spec.clusterID`` and the UID of the kube-system namespace (created once, with the cluster)."""
+    ks = next((n for n in namespaces if (n.get("metadata") or {}).get("name") == "kube-system"), None)
+    return {
+        "cluster_id": ((cv or {}).get("spec") or {}).get("clusterID"),
+        "kube_system_uid": ((ks or {}).get("metadata") or {}).get("uid"),
+    }
+
+
+def shared_clusters(identities, intended=None):
+    """The hosts of one site that reach the same cluster: one line per such group, naming the hosts and what
+    they share, unless every host of the group names the others in ``same_cluster_as`` (``intended``:
+    {host: [hosts]}). ``identities``: {host: identity (see ``identity``) or None (not read)}."""
+    groups = {}
+    for host in sorted(identities):
+        ident = identities[host] or {}
+        key = ident.get("cluster_id") or ident.get("kube_system_uid")
+        if key:
+            groups.setdefault(key, []).append(host)
+    intended = intended or {}
+    out = []
+    for hosts in (groups[k] for k in sorted(groups)):
+        if len(hosts) < 2:
+            continue
+        if all(set(hosts) - {h} <= set(intended.get(h) or ()) for h in hosts):
+            continue
+        ident = identities[hosts[0]] or {}
+        what = (
+            f"ClusterVersion clusterID {ident['cluster_id']}"
+            if ident.get("cluster_id")
+            else f"kube-system namespace uid {ident.get('kube_system_uid')}"
+        )
+        out.append(
+            f"hosts {', '.join(hosts)} reach the same cluster ({what}): their objects would overwrite each other's. "
+            "Give each host its own cluster (k8s_kubeconfig / k8s_context per host, or K8S_AUTH_KUBECONFIG); if they "
+            "are meant to share it, set same_cluster_as on each of them naming the others"
+        )
+    return out
+
+
 def independent_reads(served_groups, packages=()):
     """The paths ``gather`` reads whose choice depends only on the served groups: read ahead at
     once (a path missing here is still read, one at a time)."""
@@ -317,9 +360,9 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
     facts["infrastructure_topology"] = istatus.get("infrastructureTopology")
     facts["platform"] = (istatus.get("platformStatus") or {}).get("type") or istatus.get("platform")
 
-    facts["namespaces"] = sorted(
-        (n.get("metadata") or {}).get("name") for n in (get("/api/v1/namespaces") or {}).get("items") or []
-    )
+    namespaces = (get("/api/v1/namespaces") or {}).get("items") or []
+    facts["namespaces"] = sorted((n.get("metadata") or {}).get("name") for n in namespaces)
+    facts["identity"] = identity(cv, namespaces)
     nodes = [summarize_node(n) for n in (get("/api/v1/nodes") or {}).get("items") or []]
     facts["nodes"] = nodes
     facts["single_node"] = facts["control_plane_topology"] == "SingleReplica" or (
@@ -350,8 +393,8 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 "channel": spec.get("channel"),
                 "installed_csv": st.get("installedCSV"),
                 "state": st.get("state"),
-                # teardown removes only the Subscriptions the collection created
-                "managed_by": _labels(sub).get("app.kubernetes.io/managed-by"),
+                # teardown removes only the Subscriptions the site created (module_utils/ownership.py)
+                "created_by": ((meta.get("annotations") or {}).get(ownership.ANNOTATION)),
             }
         for csv in (get("/apis/operators.coreos.com/v1alpha1/clusterserviceversions") or {}).get("items") or []:
             meta = csv.get("metadata") or {}
@@ -450,6 +493,7 @@ def facts_from_inventory(hardware, openshift_version=None, single_node=None):
         "served_api_versions": [],
         "crd_fields": {},
         "namespaces": [],
+        "identity": {"cluster_id": None, "kube_system_uid": None},
         "api_resources": {},
         "openshift": True,
         "openshift_version": openshift_version,
@@ -639,6 +683,9 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
                 f"the most {gpu} GPUs on one node is {largest}"
             )
 
+    short = _node_gap(facts, req.get("gpu_nodes"))
+    if short:
+        unmet.append(short)
     rdma = req.get("rdma")
     if rdma:
         unmet.extend(_rdma_gap(facts, req, rdma))
@@ -659,6 +706,32 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
     if req.get("storage_class") and facts.get("source") == "cluster" and not facts["storage_classes"]:
         unmet.append("Storage: the plan stages models on a PVC but no StorageClass exists")
     return unmet
+
+
+def _gpu_nodes(facts, gpu):
+    """The nodes that show ``gpu`` (catalog id) by GFD's product label or our catalog match."""
+    return [
+        n
+        for n in facts["nodes"]
+        if n["gpu"]["present"] and (n["gpu"].get("catalog_id") == gpu or gpu_matches(gpu, n["gpu"]["product"]))
+    ]
+
+
+def _node_gap(facts, need):
+    """The inventory describes more nodes of its GPU than the cluster shows: the plan was sized for nodes that are
+    not there (a line naming hardware.nodes), else None. Only where GPUs are observable."""
+    if not need or not need.get("gpu") or facts.get("source") != "cluster" or not facts["gpus"]["observable"]:
+        return None
+    want, gpu = _int(need.get("nodes"), 1), need["gpu"]
+    have = _gpu_nodes(facts, gpu)
+    if len(have) >= want:
+        return None
+    return (
+        f"GPU nodes: hardware.nodes says {want} node(s) with {gpu} GPUs, the cluster shows {len(have)}"
+        + (f" ({', '.join(n['name'] for n in have)})" if have else "")
+        + f"; valid: hardware.nodes {max(len(have), 1)} or less (the plan is sized for the nodes the inventory "
+        "describes)"
+    )
 
 
 def _rdma_gap(facts, req, rdma):
@@ -684,7 +757,8 @@ def _rdma_gap(facts, req, rdma):
             )
         ]
         have_nodes = len([n for n in pool if n["nic"]["rdma"]])
-        if have_nodes >= want_nodes:
+        # fewer GPU nodes than the inventory says is its own gap (_node_gap): RDMA counts on the nodes there are
+        if have_nodes >= min(want_nodes, len(pool)) and pool:
             return []
     why = rdma.get("why", "interconnect rdma") if isinstance(rdma, dict) else "rdma"
     which = f"{have_nodes} of {len(pool)} {'/'.join(planned)} node(s)" if pool else f"{have_nodes} GPU node(s)"

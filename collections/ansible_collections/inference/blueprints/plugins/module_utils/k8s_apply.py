@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
-from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait, ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
 
 try:
@@ -50,6 +50,34 @@ ARGUMENT_SPEC = dict(
     field_manager=dict(type="str", default="inference-blueprints"),
     force_conflicts=dict(type="bool", default=True),
     wait_deleted=dict(type="bool", default=True),
+    # what this site created (module_utils/ownership.py): objects found without its annotation stop an apply
+    # unless adopted, and a removal deletes only what carries it. Empty: every object is ours to apply and delete.
+    # objects the applied ones name but nobody here creates (tenant key Secrets): a missing one is a warning
+    references=dict(
+        type="list",
+        elements="dict",
+        default=[],
+        options=dict(
+            apiVersion=dict(type="str", required=True),
+            kind=dict(type="str", required=True),
+            namespace=dict(type="str"),
+            name=dict(type="str", required=True),
+            why=dict(type="str", default="named by the applied objects"),
+        ),
+    ),
+    # objects a later apply of the same stage writes (the platform's operands): checked for ownership with these,
+    # so that an object the site may not take over stops the stage before its first write
+    claim_objects=dict(type="list", elements="dict", default=[]),
+    ownership=dict(
+        type="dict",
+        default={},
+        options=dict(
+            annotation=dict(type="str", default=ownership.ANNOTATION),
+            value=dict(type="str"),
+            adopt=dict(type="list", elements="str", default=[]),
+            derived=dict(type="list", elements="str", default=[]),
+        ),
+    ),
     wait_timeout=dict(type="int", default=300),
     # readiness tests checked, all at once, after a successful apply (k8s_wait's objects)
     wait_for=dict(type="list", elements="dict", default=[], options=k8s_wait.ARGUMENT_SPEC["objects"]["options"]),
@@ -517,6 +545,7 @@ def apply_all(client, objs, params, check_mode=False, diff=False):
     failures = _read_live(client, [i for i in items if not i.deferred])
     if failures:
         raise _fail(failures, "read (nothing was applied)", [])
+    _claim(client, items, params)
 
     new_namespaces = {
         i.obj["metadata"]["name"]
@@ -587,6 +616,55 @@ def apply_all(client, objs, params, check_mode=False, diff=False):
     return results, diffs, changed
 
 
+def owner_policy(params):
+    """The ownership policy of a task (its `ownership` option), or None when it gives none."""
+    own = params.get("ownership") or {}
+    return own if own.get("value") else None
+
+
+def _claim(client, items, params):
+    """Annotate what this apply creates or created before; stop, before any write, on objects that exist and
+    are neither ours nor adopted (module_utils/ownership.py), among this apply's objects and ``claim_objects``."""
+    own = owner_policy(params)
+    if own is None:
+        return
+    foreign = []
+    for item in items:
+        # a kind this batch's CRD defines is not served yet: no object of it can exist
+        cls, item.obj = ownership.prepared(item.obj, None if item.deferred else item.live, own)
+        if cls == ownership.FOREIGN:
+            foreign.append((item.obj, item.live))
+    later = [_Item(i, o) for i, o in enumerate(params.get("claim_objects") or [])]
+    served = []
+    for item in later:
+        try:
+            item.resource = client.resource(item.obj["apiVersion"], item.obj["kind"])
+        except kc.KindNotServed:
+            continue  # its operator is not installed yet: nothing of that kind exists
+        _place(item, params.get("namespace"))
+        served.append(item)
+    failures = _read_live(client, served)
+    if failures:
+        raise _fail(failures, "read (nothing was applied)", [])
+    foreign += [(i.obj, i.live) for i in served if ownership.classify(i.obj, i.live, own) == ownership.FOREIGN]
+    if foreign:
+        raise kc.ClientError(ownership.refusal(foreign, own), results=[])
+
+
+def missing_references(client, refs):
+    """A warning for each referenced object that does not exist (or cannot be read), saying what it is for."""
+    out = []
+    for ref in refs:
+        what = f"{ref['kind']} {ref.get('namespace') + '/' if ref.get('namespace') else ''}{ref['name']}"
+        try:
+            resource = client.resource(ref["apiVersion"], ref["kind"])
+            if client.get(resource, ref["name"], ref.get("namespace") if resource.namespaced else None) is None:
+                out.append(f"{what} does not exist: {ref['why']}. Create it (it is not created by this collection)")
+        except kc.ClientError as exc:
+            out.append(f"{what} could not be checked ({exc}): {ref['why']}")
+    return out
+
+
 def _creation_diff(item, diff):
     if not diff:
         return None
@@ -609,6 +687,7 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
         _place(item, params.get("namespace"))
     for item in _in_missing_namespaces(client, [i for i in items if i.index not in absent]):
         absent.add(item.index)
+    kept = _not_ours(client, [i for i in items if i.index not in absent], params)
     done = []
 
     def delete_one(item):
@@ -627,6 +706,8 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
         for item in wave_items:
             if item.index in absent:
                 item.result = entry(item.obj, "absent")
+            elif item.index in kept:
+                item.result = entry(item.obj, "kept", reason=kept[item.index])
         failures = _parallel(delete_one, [i for i in wave_items if i.result is None])
         done.extend(i for i in wave_items if i.result is not None)
         if failures:
@@ -636,6 +717,28 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
     if params.get("wait_deleted") and not check_mode and pending:
         _wait_gone(client, pending, params.get("wait_timeout") or 300, results)
     return results, [i.diff for i in done if i.diff], bool(pending)
+
+
+def _not_ours(client, items, params):
+    """``{index: why}`` of the objects a removal keeps: they exist and this site did not create them (adopted,
+    another site's, or found on the cluster). Without an ownership policy every object is removed."""
+    own = owner_policy(params)
+    if own is None:
+        return {}
+    failures = _read_live(client, items)
+    if failures:
+        raise _fail(failures, "read (nothing was deleted)", [])
+    kept = {}
+    for item in items:
+        cls = ownership.classify(item.obj, item.live, own)
+        if cls == ownership.ADOPTED:
+            kept[item.index] = "adopted by the site (listed in adopt): never deleted"
+        elif cls == ownership.FOREIGN:
+            other = ownership.creator(item.live)
+            kept[item.index] = f"created by site {other!r}" if other else "not created by inference.blueprints"
+        if item.index in kept:
+            item.live = None
+    return kept
 
 
 def _namespace_of(item):
@@ -747,9 +850,12 @@ def run(params, check_mode=False, diff=False, env=None):
             "failed": True,
             "msg": str(exc),
             "objects": results,
-            "changed": any(r["action"] not in ("unchanged", "absent") for r in results),
+            "changed": any(r["action"] not in ("unchanged", "absent", "kept") for r in results),
         }
     out = {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
+    missing = missing_references(client, params.get("references") or []) if params["state"] == "present" else []
+    if missing:
+        out["warnings"] = missing
     if waits:
         # the same engine as k8s_wait, on this task's client: one task, one connection, one discovery
         waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP)

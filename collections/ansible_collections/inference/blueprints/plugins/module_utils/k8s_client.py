@@ -1063,7 +1063,18 @@ class Discovery:
     # -- fetching
     def _fetch(self):
         self.client.trace(event="discovery-fetch", file=self.path)
-        core = self.client.request("GET", "/api", accept=AGGREGATED_ACCEPT)
+        try:
+            core = self.client.request("GET", "/api", accept=AGGREGATED_ACCEPT)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            # every Kubernetes API server serves /api: whatever answered is something else, or the URL has a path
+            raise ClientError(
+                f"the server {self.client.server} ({self.client.source}) answered 404 for /api, the path every "
+                f"Kubernetes API server serves: it is not the cluster's API server, or its URL carries a path; "
+                "valid: the cluster's API URL (https://api.<cluster>.<domain>:6443 on OpenShift) as cluster.server "
+                "in the kubeconfig that k8s_kubeconfig / K8S_AUTH_KUBECONFIG and k8s_context name"
+            ) from None
         if core.get("kind") == "APIGroupDiscoveryList":
             apis = self.client.request("GET", "/apis", accept=AGGREGATED_ACCEPT)
             groups, resources, stale = parse_aggregated(core)

@@ -21,11 +21,14 @@ import json
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as engine
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 
 ARGUMENT_SPEC = dict(
     objects=dict(type="list", elements="dict", required=True),
     field_manager=dict(type="str", default="inference-blueprints"),
     remove_foreign=dict(type="bool", default=False),
+    # the site's ownership policy (k8s_apply's): our objects carry its annotation, adopted ones are only ours in part
+    ownership=engine.ARGUMENT_SPEC["ownership"],
     **kc.AUTH_ARG_SPEC,
 )
 
@@ -224,14 +227,25 @@ def _readable(value):
     return value
 
 
-def check_object(client, obj, manager):
-    """The drift of one object: a list of {object, field, live, intended[, owners]}."""
+def check_object(client, obj, manager, own=None):
+    """The drift of one object: a list of {object, field, live, intended[, owners]}.
+
+    With an ownership policy (``own``), our objects are compared with their creation annotation; on an
+    adopted object only the fields we set count (the labels and fields its owner set are not drift, and
+    ``remove_foreign`` must never remove them)."""
     ref = kc.ref(obj)
     resource = client.resource(obj["apiVersion"], obj["kind"])
     meta = obj["metadata"]
     live = client.get(resource, meta["name"], meta.get("namespace") if resource.namespaced else None)
     if live is None:
         return [{"object": ref, "field": "(the object)", "live": "absent", "intended": "present"}]
+    cls = ownership.OURS
+    if own:
+        cls, obj = ownership.prepared(obj, live, own)
+        if cls == ownership.FOREIGN:
+            other = ownership.creator(live)
+            whose = f"created by site {other!r}" if other else "not created by inference.blueprints"
+            return [{"object": ref, "field": "(ownership)", "live": whose, "intended": f"created by {own['value']!r}"}]
     desired = engine.desired_fields(obj)
     stored = engine._as_stored(obj, desired)  # noqa: SLF001 - the engine's own stored form
     metadata = dict(stored.get("metadata") or {})
@@ -243,7 +257,8 @@ def check_object(client, obj, manager):
                 (f"metadata.{p}", w, h)
                 for p, w, h in value_diffs({field: metadata[field]}, {field: (live.get("metadata") or {}).get(field)})
             ]
-    found += extra_metadata(obj, live)
+    if cls != ownership.ADOPTED:
+        found += extra_metadata(obj, live)
     owners = _managers_by_path(live, manager)
     out = []
     for path, want, have in found:
@@ -252,7 +267,7 @@ def check_object(client, obj, manager):
         if who:
             entry["owners"] = who
         out.append(entry)
-    for path, want, have, who in foreign_fields(obj, live, manager):
+    for path, want, have, who in foreign_fields(obj, live, manager) if cls != ownership.ADOPTED else []:
         out.append({"object": ref, "field": path, "live": have, "intended": want, "owners": who})
     conflicts = _conflicts(client, resource, obj, manager)
     if conflicts and not out:
@@ -330,8 +345,9 @@ def run(params, check_mode=False, diff=False, env=None):
     try:
         client = kc.get_client(params, env)
         drift = []
+        own = engine.owner_policy(params)
         for obj in params["objects"]:
-            found = check_object(client, obj, params["field_manager"])
+            found = check_object(client, obj, params["field_manager"], own)
             drift.extend(found)
             foreign = [d for d in found if d["intended"] is None]
             if foreign and params.get("remove_foreign") and not check_mode:

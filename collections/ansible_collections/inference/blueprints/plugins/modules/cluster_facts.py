@@ -134,9 +134,15 @@ RETURN = r"""
 cluster_facts:
   description: The facts (openshift_version, single_node, api_groups, served, api_resources, nodes, gpus, rdma,
     storage_classes, subscriptions, csvs (each with the preset engine its deployment names, or null), operators,
-    packagemanifests, machine_config_pools, warnings).
+    packagemanifests, machine_config_pools, identity (the ClusterVersion clusterID and the kube-system namespace
+    UID, which tell one cluster from another), warnings).
   returned: always
   type: dict
+same_cluster_as:
+  description: With O(from_intent), the hosts the site says share this host's cluster (its C(same_cluster_as)).
+  returned: with O(from_intent)
+  type: list
+  elements: str
 requirements:
   description: The requirements that were checked (derived from the plans, plus overrides).
   returned: always

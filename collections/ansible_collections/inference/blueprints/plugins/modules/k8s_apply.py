@@ -104,6 +104,78 @@ options:
         O(wait_for) (all its objects together).
     type: int
     default: 300
+  ownership:
+    description:
+      - What a site created, so that nothing it did not create is taken over or deleted. With O(ownership.value)
+        set, every object this task creates gets the annotation O(ownership.annotation) with that value and keeps it
+        on every later apply.
+      - An object that already exists without it (or with another value) stops the task before its first write,
+        naming each such object, unless it matches an entry of O(ownership.adopt); an adopted object is applied as it
+        is and never annotated.
+      - With O(state=absent) only the objects that carry the annotation with O(ownership.value) are deleted; the
+        others are reported with the action V(kept) and the reason.
+      - When the task gives no O(ownership), the action plugin uses the policy of the host's deployment intent (the
+        site's name and its C(adopt) variable), when one is known. V({}) turns it off.
+    type: dict
+    default: {}
+    suboptions:
+      annotation:
+        description: The annotation that marks what the site created.
+        type: str
+        default: inference.blueprints/created-by
+      value:
+        description: The site's name (the annotation's value).
+        type: str
+      adopt:
+        description:
+          - Objects that exist and may be taken over, as C(Kind/name) or C(Kind/namespace/name); a whole part may be
+            C(*).
+        type: list
+        elements: str
+        default: []
+      derived:
+        description:
+          - Objects a controller made for one of the site's objects and that go with it, as C(Kind/namespace/name)
+            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own.
+        type: list
+        elements: str
+        default: []
+  references:
+    description:
+      - Objects the applied objects name but that this collection does not create (for example the Secrets of the
+        AI grid's tenant keys, created out of band). After a successful apply each is read; one that does not exist,
+        or cannot be read, is a warning saying what it is for. Nothing is written.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      apiVersion:
+        description: API version of the referenced object.
+        type: str
+        required: true
+      kind:
+        description: Kind of the referenced object.
+        type: str
+        required: true
+      namespace:
+        description: Its namespace (namespaced kinds).
+        type: str
+      name:
+        description: Its name.
+        type: str
+        required: true
+      why:
+        description: What it is for, said in the warning.
+        type: str
+        default: named by the applied objects
+  claim_objects:
+    description:
+      - Objects a later task of the same stage applies (the platform's operands), checked against O(ownership) with
+        this task's objects, so that an object the site may not take over stops the stage before anything is written.
+        Kinds the cluster does not serve yet are skipped (no object of them can exist). Nothing else is done with them.
+    type: list
+    elements: dict
+    default: []
   from_intent:
     description:
       - Take the objects and readiness waits from a stage of the host's deployment intent (the C(site_intents) fact, or
@@ -226,7 +298,11 @@ objects:
       description: What happened.
       type: str
       sample: created
-      choices: [created, configured, unchanged, deleted, absent, rendered]
+      choices: [created, configured, unchanged, deleted, absent, kept, rendered]
+    reason:
+      description: Why a removal kept the object (V(kept)) - adopted by the site, or not created by it.
+      type: str
+      returned: when the action is V(kept)
     validated:
       description:
         - V(false) when, in check mode, the object lives in a namespace the same run would create,

@@ -124,6 +124,13 @@ dropped:
   returned: with O(phase)
   type: list
   elements: dict
+ownership:
+  description:
+    - The site's ownership policy for P(inference.blueprints.k8s_apply#module)'s
+      O(inference.blueprints.k8s_apply#module:ownership); for a removal its C(derived) lists the CSVs OLM installed
+      for the site's Subscriptions, deleted with them.
+  returned: with O(phase) for the current host
+  type: dict
 operators_pending:
   description: Components whose operators the bound cluster read did not see installed.
   returned: with O(phase)

@@ -44,5 +44,6 @@ def rendered_stages(intent: dict, stages) -> dict:
         out["serving"] = {
             "objects": render_mod.render_components(roles, intent),
             "waits": waits_mod.for_components(intent, roles),
+            "references": waits_mod.references(intent, roles),
         }
     return out

@@ -11,7 +11,9 @@ last successful run of the same site and stages are remembered and used from the
 
 Exit codes (``EXIT_*``): 0 converged; 1 a task failed; 2 bad command line (no such site, no
 playbooks); 3 the inventory is invalid (nothing was read from or written to a cluster); 4 a
-cluster lacks what the plan needs (preflight; nothing was applied); 130 interrupted.
+cluster lacks what the plan needs, or two hosts reach one cluster (preflight; nothing was applied);
+5 a cluster could not be read (kubeconfig, URL, credentials, network; nothing was applied);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INVALID, EXIT_PREFLIGHT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INVALID, EXIT_PREFLIGHT, EXIT_UNREACHABLE, EXIT_INTERRUPTED = (
+    0, 1, 2, 3, 4, 5, 130
+)  # fmt: skip
 EXIT_CODES = {
     EXIT_OK: "converged",
     EXIT_FAILED: "a task failed",
     EXIT_USAGE: "bad command line",
     EXIT_INVALID: "the inventory is invalid; nothing was read from or written to a cluster",
-    EXIT_PREFLIGHT: "a cluster lacks what the plan needs (preflight); nothing was applied",
+    EXIT_PREFLIGHT: "a cluster lacks what the plan needs, or two hosts reach one cluster (preflight); "
+    "nothing was applied",
+    EXIT_UNREACHABLE: "a cluster could not be read (kubeconfig, API server URL, credentials or network); "
+    "nothing was applied",
     EXIT_INTERRUPTED: "interrupted",
 }
 SITE_ACTION = "inference.blueprints.site"
@@ -87,23 +94,22 @@ def parse_list_tasks(text: str, stages: list[str]) -> list[Play]:
     return plays
 
 
+# The collection's own playbooks (<collection>/playbooks/): what `ansible-playbook inference.blueprints.site` runs.
+COLLECTION_PLAYBOOKS = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "playbooks")
+)
+
+
 def find_playbooks(site: str, explicit: str | None) -> str:
-    """The directory with site.yml: given, else searched upward from the site and the cwd."""
+    """The directory with site.yml: given, else the collection's own playbooks."""
+    del site
     if explicit:
         if not os.path.isfile(os.path.join(explicit, "site.yml")):
             raise ConvergeError(f"--playbooks-dir: no site.yml in {explicit}")
         return os.path.abspath(explicit)
-    for start in (site, os.getcwd()):
-        d = os.path.abspath(start)
-        while True:
-            cand = os.path.join(d, "playbooks")
-            if os.path.isfile(os.path.join(cand, "site.yml")):
-                return cand
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
-    raise ConvergeError(f"--site: no playbooks/site.yml above {site} or the working directory; give --playbooks-dir")
+    if not os.path.isfile(os.path.join(COLLECTION_PLAYBOOKS, "site.yml")):
+        raise ConvergeError(f"the collection has no playbooks/site.yml ({COLLECTION_PLAYBOOKS}); give --playbooks-dir")
+    return COLLECTION_PLAYBOOKS
 
 
 # ------------------------------------------------------------------ progress from runner events
@@ -223,6 +229,9 @@ class Tracker:
             action = data.get("resolved_action") or data.get("task_action") or ""
             if action in (SITE_ACTION, "site"):
                 self.exit_hint = EXIT_INVALID
+            elif action in (PREFLIGHT_ACTION, "cluster_facts") and "unmet" not in res:
+                # the read itself failed (no kubeconfig, a wrong URL, refused credentials): nothing was compared
+                self.exit_hint = EXIT_UNREACHABLE
             elif action in (PREFLIGHT_ACTION, "cluster_facts") or data.get("role") == "preflight":
                 self.exit_hint = EXIT_PREFLIGHT
             self._emit(
@@ -525,12 +534,16 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--site", required=True, metavar="INVENTORY_DIR", help="site inventory directory")
+    try:
+        stages = ", ".join(site_stages(os.path.join(COLLECTION_PLAYBOOKS, "site.yml")))
+    except OSError:
+        stages = "the tags of site.yml's imports"
     p.add_argument(
         "--stage",
         action="append",
         default=[],
         metavar="STAGE",
-        help="run only these stages (repeatable or comma-separated; site.yml's: plan, platform, serving, verify); "
+        help=f"run only these stages (repeatable or comma-separated; site.yml's: {stages}); "
         "preflight and the site checks run with every stage",
     )
     p.add_argument(
@@ -546,7 +559,11 @@ def add_parser(sub) -> None:
     p.add_argument("--check", action="store_true", help="change nothing (server-side dry run)")
     p.add_argument("--diff", action="store_true", help="show what changes")
     p.add_argument("--limit", metavar="PATTERN", help="only these clusters (hosts)")
-    p.add_argument("--playbooks-dir", metavar="DIR", help="directory with site.yml (default: searched upward)")
+    p.add_argument(
+        "--playbooks-dir",
+        metavar="DIR",
+        help="directory with a site.yml whose imports carry the stage tags (default: the collection's playbooks)",
+    )
 
 
 def run_cli(a, parse_extra_vars) -> int:

@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, schema
 
 # Variables Ansible defines for every host; never site variables.
 MAGIC = frozenset(
@@ -79,6 +79,9 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
             raise AnsibleActionFail(f"unknown host {host!r}")
         hv = hostvars[host]
         names = [to_text(n) for n in hv]
+        # the raw values' size first: templating an alias bomb alone would take minutes
+        raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hv
+        schema.check_sizes({n: raw[n] for n in names if n in wanted and n in raw})
         values = {n: hv[n] for n in names if n in wanted}
         set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
         out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 
 ENV_EXECUTION = "INFERENCE_BLUEPRINTS_K8S_EXECUTION"
 
@@ -40,6 +41,10 @@ class K8sAction(ActionBase):
     # the argument spec validator deep-copies every value, which costs more than applying a
     # hundred objects, so these are checked here (a list of mappings) and passed through.
     BULKY: tuple = ()
+
+    # The module takes ``ownership`` (k8s_apply, k8s_drift): a task that gives none gets the policy of its host's
+    # deployment intent when one is known, so that no playbook can forget it and delete what the site did not create
+    OWNERSHIP = False
 
     @staticmethod
     def RUN(params, check_mode=False, diff=False, env=None):  # noqa: N802 - set by subclasses
@@ -76,18 +81,29 @@ class K8sAction(ActionBase):
                 kc.release()
             result.update(outcome)
             return result
+        own = self._site_ownership(task_vars or {})
         if not self._in_process(env):
-            result.update(
-                self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars)
-            )
+            module_args = {**self._task.args, **({"ownership": own} if own else {})}
+            result.update(self._execute_module(module_name=self.MODULE, module_args=module_args, task_vars=task_vars))
             return result
         args = self._validated()
+        if own:
+            args["ownership"] = own
         try:
             outcome = type(self).RUN(args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env)
         finally:
             kc.release()  # the worker exits with os._exit: no atexit clean-up of credential files
         result.update(outcome)
         return result
+
+    def _site_ownership(self, task_vars: dict) -> dict | None:
+        """The ownership policy of the host's deployment intent, for a task that gives none."""
+        if not self.OWNERSHIP or "ownership" in self._task.args:
+            return None
+        intent = (
+            intents_mod.known(task_vars, task_vars.get("inventory_hostname")) if task_vars.get("hostvars") else None
+        )
+        return (intent or {}).get("ownership")
 
     def _validated(self):
         bulky = {k: self._task.args[k] for k in self.BULKY if self._task.args.get(k) is not None}

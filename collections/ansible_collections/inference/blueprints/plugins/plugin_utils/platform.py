@@ -13,6 +13,7 @@ and the golden-file tests call these.
 
 from __future__ import annotations
 
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
@@ -76,4 +77,13 @@ def render_phase(intent: dict, phase: str, components=None, state: str = "presen
         if not removal:
             waits.extend(_waits(p, "operands", comps))
     timeout = max([intent["options"][c][f"{c}_timeout"] for c in comps] or [0])
-    return {"objects": objects, "waits": waits, "dropped": dropped, "components": comps, "timeout": timeout}
+    # a removal deletes the CSVs OLM installed for the site's Subscriptions with them (they carry no annotation)
+    derived = [ownership.ref(o) for o in objects if o["kind"] == "ClusterServiceVersion"] if removal else []
+    return {
+        "objects": objects,
+        "waits": waits,
+        "dropped": dropped,
+        "components": comps,
+        "timeout": timeout,
+        "ownership": {**intent["ownership"], "derived": derived},
+    }

@@ -69,7 +69,11 @@ class _Engines:
 
     def apply(self, params: dict) -> dict:
         return self._run(
-            "inference.blueprints.k8s_apply", apply_mod.ARGUMENT_SPEC, apply_mod.run, params, ("objects", "wait_for")
+            "inference.blueprints.k8s_apply",
+            apply_mod.ARGUMENT_SPEC,
+            apply_mod.run,
+            params,
+            ("objects", "wait_for", "claim_objects", "references"),
         )
 
     def wait(self, params: dict) -> dict:
@@ -128,6 +132,8 @@ def run_apply(action, task_vars: dict, params: dict, env: dict, in_process: bool
                 "objects": objects,
                 "wait_for": waits_mod.specs(waits),
                 "wait_timeout": waits_mod.timeout_of(waits),
+                "ownership": intent["ownership"],
+                "references": waits_mod.references(intent, roles),
             }
         )
     except (SchemaError, render_mod.RenderError, StageError) as e:
@@ -190,6 +196,8 @@ def run_read(action, task_vars: dict, params: dict, env: dict, in_process: bool)
         # only this host's entry (every reader takes a host's intent from that host's facts)
         "ansible_facts": {"site_intents": {me: intent}},
         "platform": platform_mod.summary(intent["platform"]),
+        # the hosts meant to share this cluster: preflight's check that no two hosts reach one cluster reads it
+        "same_cluster_as": intent["site"]["same_cluster_as"],
     }
 
 
@@ -231,6 +239,10 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "objects": ops["objects"],
                 "wait_for": waits_mod.specs(ops["waits"]),
                 "wait_timeout": waits_mod.timeout_of(ops["waits"], ops["timeout"]),
+                "ownership": intent["ownership"],
+                # the operands, as far as they can be rendered now: an operand the site may not take over
+                # stops the stage before the operators are written
+                "claim_objects": render_platform.render_phase(intent, "operands", comps, "present")["objects"],
             }
         )
         steps.append(first)
@@ -280,6 +292,7 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "objects": objects,
                 "wait_for": waits_mod.specs(opd["waits"]),
                 "wait_timeout": waits_mod.timeout_of(opd["waits"], opd["timeout"]),
+                "ownership": intent["ownership"],
             }
         )
         steps.append(second)

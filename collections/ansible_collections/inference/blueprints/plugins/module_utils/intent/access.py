@@ -225,6 +225,9 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
     _add_objects(grants, rendered["objects"], stage, APPLY_VERBS + DELETE_VERBS)
     _add_objects(grants, rendered.get("removal") or [], stage, DELETE_VERBS + WAIT_VERBS)
     _add_waits(grants, rendered["waits"], stage)
+    for ref in rendered.get("references") or []:  # the stage checks that they exist (get, by name)
+        scope = ref.get("namespace") if stage == "serving" else None
+        grants.add(scope, group_of(ref["apiVersion"]), plural(ref["kind"]), ("get",), ref["name"])
     if stage == "serving":
         rolled = [o for o in rendered["objects"] if (group_of(o["apiVersion"]), o["kind"]) in CANARY]
         for obj in rolled:

@@ -1,7 +1,8 @@
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Blueprint data files (``blueprints/<name>.yml``): the only source of a blueprint's
-components, planner policy and variable defaults."""
+components, planner policy and variable defaults. The collection ships them in its own
+``blueprints/`` directory; a site may point ``blueprints_dir`` at a directory of its own."""
 
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ def blueprint_schema() -> Field:
     )
 
 
+# The blueprints the collection ships (<collection>/blueprints/), found wherever the collection is installed.
+SHIPPED_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "blueprints"))
+
+
 def find_dir(candidates: list[str]) -> str | None:
-    """The first candidate directory that holds blueprint files."""
-    for cand in candidates:
+    """The first candidate directory that holds blueprint files, else the collection's own."""
+    for cand in [*candidates, SHIPPED_DIR]:
         if cand and os.path.isdir(cand) and any(f.endswith(".yml") for f in os.listdir(cand)):
             return os.path.abspath(cand)
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from .. import ownership
 from ..planner.inputs import plain
 from ..slo import spec as slo_spec
 from . import burst, gitops, grid, inventory, platform, serving
@@ -72,8 +73,13 @@ def build(site: dict, plans: list[dict]) -> dict:
             "report_dir": os.path.abspath(site["report_dir"]),
             "namespace": site["serving_namespace"],
             "connection": {"kubeconfig": site["k8s_kubeconfig"], "context": site["k8s_context"]},
+            # hosts of the site meant to reach this same cluster (preflight refuses any other two on one cluster)
+            "same_cluster_as": list(site["same_cluster_as"]),
         },
         "labels": labels,
+        # what the site created and what it may take over (module_utils/ownership.py): the apply, drift and
+        # teardown engines read it
+        "ownership": ownership.policy(site["site_name"], site["adopt"]),
         "components": components,
         "stages": {
             "serving": [c for c in components if c in SERVING_COMPONENTS],

@@ -21,6 +21,7 @@ import functools
 import os
 import re
 
+from .. import ownership
 from ..planner import data as catalog
 from ..planner import inputs as planner_inputs
 from .schema import (
@@ -316,6 +317,20 @@ SLO_BENCHMARK = Field(
 )
 
 
+# Namespaces the cluster and its platform own: models are never served there, and no teardown may take them.
+SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "openshift")
+
+
+def _user_namespace(value: str) -> str | None:
+    if value in SYSTEM_NAMESPACES or value.startswith(SYSTEM_NAMESPACE_PREFIXES):
+        return (
+            f"{value!r} is a namespace of the cluster itself (default, kube-*, openshift-*): the serving stage "
+            "would label it and a teardown would delete it; valid: a namespace of your own, e.g. llm-serving"
+        )
+    return None
+
+
 def _image_digest(value: str) -> str | None:
     return (
         None if IMAGE_BY_DIGEST.match(value) else f"{value!r} is not an image pinned by digest (<repo>@sha256:<64 hex>)"
@@ -517,7 +532,7 @@ SITE_FIELDS: dict[str, Field] = {
     ),
     "render_dir": Field("path", doc="delivery=render/gitops: output directory (default render/<site_name>)"),
     "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
-    "serving_namespace": Field("str", default="llm-serving", **dns_label()),
+    "serving_namespace": Field("str", default="llm-serving", check=_user_namespace, **dns_label()),
     "blueprints_dir": Field("path", doc="directory of the blueprint data files"),
     "hardware": HARDWARE,
     "models": Field("list", required=True, elements=MODEL, min_items=1, check=unique_names("name")),
@@ -607,6 +622,21 @@ SITE_FIELDS: dict[str, Field] = {
     ),
     "k8s_kubeconfig": Field("path", doc="kubeconfig of this cluster (default: K8S_AUTH_KUBECONFIG)"),
     "k8s_context": Field("str", doc="kubeconfig context of this cluster"),
+    "adopt": Field(
+        "list",
+        elements=Field("str", check=ownership.check_entry),
+        default=[],
+        doc="objects that exist on the cluster before the site's first converge and that it may take over, as "
+        f"{ownership.ADOPT_DOC}: updated by a converge, never deleted by a teardown (everything else that exists "
+        "and was not created by the site stops the converge before its first write)",
+    ),
+    "same_cluster_as": Field(
+        "list",
+        elements=Field("str"),
+        default=[],
+        doc="the other hosts of this site that are meant to reach the same cluster as this one (preflight stops a "
+        "site whose hosts reach one cluster unless each names the other here)",
+    ),
 }
 SITE_ONLY = (
     "blueprint",
@@ -616,6 +646,8 @@ SITE_ONLY = (
     "blueprints_dir",
     "k8s_kubeconfig",
     "k8s_context",
+    "adopt",
+    "same_cluster_as",
     "tenants",
     "cascade",
     "calibration",

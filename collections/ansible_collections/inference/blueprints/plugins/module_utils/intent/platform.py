@@ -288,8 +288,8 @@ class _Builder:
             "approval": opts[prefix + "install_plan_approval"],
             "csv": csv,
             "installed_csv": installed,
-            # teardown removes a Subscription only when we created it (our managed-by label) or it is gone
-            "ours": not sub or sub.get("managed_by") == self.intent["labels"]["app.kubernetes.io/managed-by"],
+            # teardown removes a Subscription (and its CSV) only when this site created it, or it is gone
+            "ours": not sub or sub.get("created_by") == self.intent["ownership"]["value"],
             "ready": at_latest and c.csv_phase(ns, installed) == "Succeeded",
         }
 
@@ -1011,6 +1011,8 @@ class _Builder:
             "openshift_min": pre["preflight_openshift_min"],
             "openshift_max": pre["preflight_openshift_max"],
             "gpus": self._gpu_needs(),
+            # the GPU nodes the inventory describes (hardware.gpu x hardware.nodes): the plan was sized for them
+            "gpu_nodes": {"gpu": self.hardware.get("gpu"), "nodes": int(self.hardware.get("nodes") or 1)},
             "rdma": {"nodes": self.rdma["nodes"], "why": self.rdma["why"]} if self.rdma["needed"] else False,
             "apis": apis,
             "single_node": None,

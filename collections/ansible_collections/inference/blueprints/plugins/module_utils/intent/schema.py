@@ -12,7 +12,9 @@ Pure Python (no Ansible imports): the site action plugin, the CLI and the tests 
 from __future__ import annotations
 
 import difflib
+import math
 import re
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,59 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 IMAGE_BY_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
+
+
+# Values in messages are shortened: a nested value (or a YAML alias bomb) must not flood the output.
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 3, 6, 6
+# The most values one inventory variable may hold once its YAML aliases are expanded: a site's largest
+# variable (the AI grid's models and tenants) holds a few hundred; billions from a few nested aliases
+# (an "alias bomb") would take minutes to template and validate.
+MAX_EXPANDED_VALUES = 100_000
+
+
+def expanded_size(value: Any, limit: int = MAX_EXPANDED_VALUES) -> int:
+    """How many values ``value`` holds with every shared (aliased) part counted each time it appears,
+    computed once per distinct container, so in time linear in what was parsed. Stops counting above
+    ``limit`` (returns a number > limit)."""
+    memo: dict[int, int] = {}
+
+    def size(v: Any, depth: int) -> int:
+        if not isinstance(v, (dict, list, tuple)):
+            return 1
+        key = id(v)
+        if key in memo:
+            return memo[key]
+        if depth > 200:  # deeper than any inventory: counted as too large rather than recursed
+            return limit + 1
+        memo[key] = limit + 1  # a container that holds itself (a recursive alias) is too large
+        items = v.values() if isinstance(v, dict) else v
+        total = 1
+        for item in items:
+            total += size(item, depth + 1)
+            if total > limit:
+                break
+        memo[key] = total
+        return total
+
+    return size(value, 0)
+
+
+def check_sizes(values: dict, limit: int = MAX_EXPANDED_VALUES) -> None:
+    """Refuse (SchemaError naming the variable) any value that expands to more than ``limit`` values."""
+    errors = []
+    for name in sorted(values):
+        if expanded_size(values[name], limit) > limit:
+            errors.append(
+                (
+                    name,
+                    f"expands to more than {limit} values once its YAML aliases are expanded (an alias bomb?); "
+                    f"valid: a value of at most {limit} values, written out or with aliases",
+                )
+            )
+    if errors:
+        raise SchemaError(errors)
 
 
 class SchemaError(Exception):
@@ -104,7 +159,7 @@ class Validator:
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _show(value: Any, rule: Field) -> str:
-        return "(hidden)" if rule.secret else repr(value)
+        return "(hidden)" if rule.secret else _SHORT.repr(value)
 
     @staticmethod
     def _valid_hint(rule: Field) -> str:
@@ -144,13 +199,17 @@ class Validator:
             if isinstance(value, bool):
                 self.fail(path, f"must be a number, got {shown}")
                 return MISSING
-            if isinstance(value, (int, float)):
-                return value
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                self.fail(path, f"must be a number, got {shown}")
+            if not isinstance(value, (int, float)):
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    self.fail(path, f"must be a number, got {shown}")
+                    return MISSING
+            if not math.isfinite(value):
+                # YAML's .nan/.inf and the strings 'nan'/'inf' parse as floats, and every bound compares false
+                self.fail(path, f"must be a finite number, got {shown}")
                 return MISSING
+            return value
         if t in ("dict", "list") and isinstance(value, str):
             # YAML text, as an AAP survey (text or textarea) or a string -e gives a structure
             value = self._yaml_text(value, rule, path)
@@ -262,6 +321,25 @@ def validate(value: Any, rule: Field, path: str = "", where: str = "") -> Any:
     if v.errors:
         raise SchemaError(v.errors, where)
     return out
+
+
+def unwritable_dir(path: str) -> str | None:
+    """Why files cannot be written under directory ``path`` (created when missing), or None. Nothing is
+    created: the path itself, else its nearest existing parent, must be a directory this user may write."""
+    import os  # lazy: only the checks of output directories touch the file system
+
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"{probe} is a file, not a directory, so {path} cannot be created"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        verb = "written" if probe == os.path.abspath(path) else "created"
+        return f"{probe} is not writable by this user, so {path} cannot be {verb}"
+    return None
 
 
 def unique_names(key: str = "name") -> Callable[[list], str | None]:

@@ -21,7 +21,7 @@ from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
 from . import inventory
-from .schema import MISSING, Field, SchemaError, validate
+from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
 # Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
 FOREIGN_PREFIXES = ("ansible_", "molecule_", "_")
@@ -109,6 +109,15 @@ def _pick(hostvars: dict, defaults: dict, key: str):
     return value
 
 
+def _check_render_dir(site: dict, where: str) -> None:
+    """delivery render/gitops writes its objects under render_dir: say now, before anything is written, when it
+    cannot."""
+    why = unwritable_dir(site["render_dir"]) if site["delivery"] in ("render", "gitops") else None
+    if why:
+        valid = "a directory this user can create and write (default render/<site_name>)"
+        raise SchemaError([("render_dir", f"{why}; valid: {valid}")], where)
+
+
 def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=()) -> dict:
     """Validate one cluster's variables; return the site with every default filled.
 
@@ -156,6 +165,7 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
     }
     site["render_dir"] = site["render_dir"] or f"render/{site['site_name']}"
     site["report_dir"] = site["report_dir"] or f"reports/{site['site_name']}"
+    _check_render_dir(site, where)
     site["escalation"] = site["escalation"] or {"enabled": False, "endpoint": None, "model": None}
     site["gitops"] = site["gitops"] or validate({}, inventory.SITE_FIELDS["gitops"])
     if site["delivery"] == "gitops" and not site["gitops"].get("repo_url"):

@@ -62,6 +62,27 @@ def _serving(intent: dict, role: str) -> list[dict]:
     return out
 
 
+def references(intent: dict, roles) -> list[dict]:
+    """Objects the components' objects name but the site does not create (the operator creates them out of band:
+    a Vault, External Secrets): the stage checks that they exist and warns, naming what breaks, when one does not.
+    Each: apiVersion, kind, namespace, name, why."""
+    gw = intent.get("gateway")
+    out = []
+    if "ai_gateway" in roles and gw:
+        for t in gw["tenants"]:
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "namespace": gw["namespace"],
+                    "name": t["secret"],
+                    "why": f"tenant {t['name']}'s API key: the gateway refuses every request of that tenant with 401 "
+                    "until it exists (docs/ai-grid.md, Adding a tenant)",
+                }
+            )
+    return out
+
+
 def for_components(intent: dict, roles) -> list[dict]:
     out = []
     for role in roles:

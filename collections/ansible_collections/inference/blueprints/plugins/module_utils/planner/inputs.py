@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 from . import calibration, data
 from .errors import PlanError
 
@@ -129,6 +131,8 @@ def _num(field: str, v, minimum: float = 0.0, maximum: float | None = None, stri
             raise PlanError(field, f"must be a number, got {v!r}") from None
     if not _is_num(v):
         raise PlanError(field, f"must be a number, got {v!r}")
+    if not math.isfinite(v):  # nan/inf compare false with every bound
+        raise PlanError(field, f"must be a finite number, got {v}")
     if v < minimum or (strict and v == minimum):
         bound = f"> {minimum}" if strict else f">= {minimum}"
         raise PlanError(field, f"must be {bound}, got {v}")
