@@ -173,7 +173,11 @@ def broken_kubeconfigs(plane, tmp_path_factory) -> dict[str, str]:
     def unreachable(doc):
         doc["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
 
+    def notapi(doc):  # a URL with a path (a console's, a proxy's): the API server answers 404 under it
+        doc["clusters"][0]["cluster"]["server"] = doc["clusters"][0]["cluster"]["server"].rstrip("/") + "/console"
+
     return {
+        "notapi": variant("notapi", notapi),
         "missing": str(out / "no-such-kubeconfig"),
         "expired": variant("expired", expired),
         "revoked": variant("revoked", revoked),

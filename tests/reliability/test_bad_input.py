@@ -60,6 +60,8 @@ def test_bad_input_fails_early_and_clearly(row, plane, baseline, broken_kubeconf
     for edit in (e.strip() for e in row["edit"].split(";")):
         if edit.startswith("kubeconfig "):
             kubeconfig = broken_kubeconfigs[edit.split()[1]]
+        elif edit == "none":
+            continue
         else:
             apply_edit(inventory, edit)
     before = baseline["count"]

@@ -117,7 +117,10 @@ def _canaries(plane, tenants: list[dict]) -> dict[str, str]:
 
 def test_no_canary_secret_appears_anywhere(plane, tmp_path):
     inventory = copy_inventory(SITE, tmp_path)
-    tenants = yaml.safe_load((inventory / "group_vars/all/site.yml").read_text())["tenants"]
+    site_file = inventory / "group_vars/all/site.yml"
+    tenants = yaml.safe_load(site_file.read_text())["tenants"]
+    # the tenants' Secrets exist before the first converge, so their namespace does: the site adopts it
+    site_file.write_text(site_file.read_text() + f"\nadopt: [Namespace/{NAMESPACE}]\n")
     canaries = _canaries(plane, tenants)
     token, api_key, inline_key = (canaries[k] for k in ("kubeconfig token", "K8S_AUTH_API_KEY", "inline tenant key"))
     kubeconfig = plane.token_kubeconfig(token, tmp_path / "token.kubeconfig")
@@ -212,6 +215,8 @@ def test_no_canary_secret_appears_anywhere(plane, tmp_path):
         clean = copy_inventory(SITE, tmp_path / "clean")
         teardown = ansible_playbook(PLAYBOOKS / "teardown.yml", clean, env=ansible_env(plane.kubeconfig))
         assert teardown.rc == 0, teardown.output[-2000:]
+        # the namespace was there before the site (the tenants' Secrets): the teardown keeps it, the test removes it
+        delete_namespace(plane.census.api, NAMESPACE)
         for name in ("converger", "api-key-user"):
             plane.call("DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{TEST_NS}-{name}")
         delete_namespace(plane.census.api, TEST_NS)

@@ -151,6 +151,8 @@ def test_removal_deletes_only_what_the_site_created():
     assert actions[("Namespace", "llm-chat")][0] == "deleted"
     assert actions[("ConfigMap", "cfg")][0] == "deleted"
     assert actions[("ConfigMap", "gone")][0] == "absent"
+    # the adopted namespace is given back: an apply of its name alone drops the fields only the site set
+    assert client.writes == [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}]
     # no delete request at all for what the site keeps
     assert ("Namespace", None, "team-a") not in client.deletes
     assert ("Namespace", None, "someone-else") not in client.deletes

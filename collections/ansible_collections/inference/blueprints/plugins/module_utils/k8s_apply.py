@@ -708,6 +708,10 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
                 item.result = entry(item.obj, "absent")
             elif item.index in kept:
                 item.result = entry(item.obj, "kept", reason=kept[item.index])
+        released = [i for i in wave_items if i.index in kept and kept[i.index].startswith("adopted")]
+        failures = _parallel(lambda item: _release(client, item, params, check_mode), released)
+        if failures:
+            raise _fail(failures, "released", _results(done))
         failures = _parallel(delete_one, [i for i in wave_items if i.result is None])
         done.extend(i for i in wave_items if i.result is not None)
         if failures:
@@ -732,13 +736,26 @@ def _not_ours(client, items, params):
     for item in items:
         cls = ownership.classify(item.obj, item.live, own)
         if cls == ownership.ADOPTED:
-            kept[item.index] = "adopted by the site (listed in adopt): never deleted"
+            kept[item.index] = "adopted by the site (listed in adopt): never deleted; the fields the site set released"
         elif cls == ownership.FOREIGN:
             other = ownership.creator(item.live)
             kept[item.index] = f"created by site {other!r}" if other else "not created by inference.blueprints"
         if item.index in kept:
             item.live = None
     return kept
+
+
+def _release(client, item, params, check_mode):
+    """Give back an adopted object as it was: an apply of nothing but its name, as our field manager, makes the
+    API server drop every field only we set (labels, annotations, spec); what its owner set stays."""
+    meta = item.obj["metadata"]
+    bare = {"apiVersion": item.obj["apiVersion"], "kind": item.obj["kind"], "metadata": {"name": meta["name"]}}
+    if meta.get("namespace"):
+        bare["metadata"]["namespace"] = meta["namespace"]
+    try:
+        client.apply(item.resource, bare, field_manager=params["field_manager"], force=True, dry_run=check_mode)
+    except kc.ApiError as exc:
+        raise _explained(exc, "release", item) from exc
 
 
 def _namespace_of(item):

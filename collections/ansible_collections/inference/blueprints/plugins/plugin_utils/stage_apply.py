@@ -240,9 +240,10 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "wait_for": waits_mod.specs(ops["waits"]),
                 "wait_timeout": waits_mod.timeout_of(ops["waits"], ops["timeout"]),
                 "ownership": intent["ownership"],
-                # the operands, as far as they can be rendered now: an operand the site may not take over
-                # stops the stage before the operators are written
-                "claim_objects": render_platform.render_phase(intent, "operands", comps, "present")["objects"],
+                # the operands (as far as they can be rendered now) and the serving objects: one the site may not
+                # take over (a namespace of the user's) stops the site before its operators are written
+                "claim_objects": render_platform.render_phase(intent, "operands", comps, "present")["objects"]
+                + render_mod.render_components(intent["stages"]["serving"], intent),
             }
         )
         steps.append(first)
