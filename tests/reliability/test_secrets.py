@@ -115,12 +115,17 @@ def _canaries(plane, tenants: list[dict]) -> dict[str, str]:
     return canaries
 
 
-def test_no_canary_secret_appears_anywhere(plane, tmp_path):
+def _site_adopting_its_namespace(tmp_path):
+    """The example copied; the tenants' Secrets exist before the first converge, so their namespace does: the
+    site adopts it. Returns the inventory and its tenants."""
     inventory = copy_inventory(SITE, tmp_path)
     site_file = inventory / "group_vars/all/site.yml"
-    tenants = yaml.safe_load(site_file.read_text())["tenants"]
-    # the tenants' Secrets exist before the first converge, so their namespace does: the site adopts it
     site_file.write_text(site_file.read_text() + f"\nadopt: [Namespace/{NAMESPACE}]\n")
+    return inventory, yaml.safe_load(site_file.read_text())["tenants"]
+
+
+def test_no_canary_secret_appears_anywhere(plane, tmp_path):
+    inventory, tenants = _site_adopting_its_namespace(tmp_path)
     canaries = _canaries(plane, tenants)
     token, api_key, inline_key = (canaries[k] for k in ("kubeconfig token", "K8S_AUTH_API_KEY", "inline tenant key"))
     kubeconfig = plane.token_kubeconfig(token, tmp_path / "token.kubeconfig")
