@@ -20,12 +20,16 @@ export ANSIBLE_COLLECTIONS_PATH := $(CACHE)/collections
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
+# the site profiles of the local control plane: one file each (tests/controlplane/profiles/)
+PROFILES    := $(sort $(notdir $(basename $(wildcard tests/controlplane/profiles/*.yaml))))
+space       := $(subst ,, )
+
 .PHONY: help setup lint ruff ansible-lint sanity unit pytest pytest-reliability pytest-rest test demo bench clean
 
 help:
 	@echo "make demo          plan, render and converge the example chat site on the local control plane"
 	@echo "make test          every test tier; sets itself up from a fresh clone"
-	@echo "make cluster-up    start the local control plane (PROFILE=h100-8x2-rdma|l40s-decode-mix|sno-rtx-pro-6000)"
+	@echo "make cluster-up    start the local control plane (PROFILE=$(subst $(space),|,$(PROFILES)))"
 	@echo "make cluster-down  stop it"
 	@echo "make bench         benchmarks (print figures)"
 

@@ -23,12 +23,20 @@ GO          ?= go
 KCP_GOVER   := $(shell GOTOOLCHAIN=local $(GO) env GOVERSION 2>/dev/null)
 KCP_GOEXP   := $(if $(filter go1.20% go1.21% go1.22% go1.23% go1.24% go1.25% go1.26%,$(KCP_GOVER)),,nojsonv2)
 KCP_GOENV   := GOTOOLCHAIN=local GOEXPERIMENT=$(KCP_GOEXP) GOFLAGS=
+# Stamp kcp with the Kubernetes version it is built from (go.mod's k8s.io/kubernetes), as the release build does
+# with -X: unstamped, /version and `kubectl version` say v0.0.0-master+$$Format:%H$$ and a client that reads the
+# server's version (kubernetes.core, Argo CD, ...) sees no Kubernetes version at all.
+KCP_K8S_VER := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(KCP_DIR)/go.mod)
+KCP_K8S_MM  := $(subst ., ,$(patsubst v%,%,$(KCP_K8S_VER)))
+KCP_VERSION_X := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(p).gitVersion=$(KCP_K8S_VER) -X $(p).gitMajor=$(word 1,$(KCP_K8S_MM)) \
+  -X $(p).gitMinor=$(word 2,$(KCP_K8S_MM)) -X $(p).gitTreeState=clean -X $(p).gitCommit=)
 
-$(KCP_BIN): $(KCP_SRCS)
+$(KCP_BIN): $(KCP_SRCS) mk/controlplane.mk
 	@command -v $(GO) >/dev/null || { echo "controlplane: Go (1.26) is needed to build kube-apiserver" >&2; exit 1; }
 	@mkdir -p $(@D)
 	@echo "controlplane: building $@ with $(KCP_GOVER) (cold build: several minutes, then cached)"
-	cd $(KCP_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp ./cmd/kcp && mv $@.tmp $@
+	cd $(KCP_DIR) && $(KCP_GOENV) $(GO) build -trimpath -ldflags "$(KCP_VERSION_X)" -o $@.tmp ./cmd/kcp && mv $@.tmp $@
 	ln -sf kcp $(CACHE)/bin/kubectl
 
 # KServe's own command, built from its published module: the kserve/go.mod requires it and

@@ -346,6 +346,20 @@ def test_namespace_deletion_is_real(cluster):
 
 
 # ---------------------------------------------------------------------- OpenShift flavour
+def test_the_api_server_and_kubectl_report_the_kubernetes_version_they_are_built_from(cluster):
+    """kcp is stamped with go.mod's k8s.io/kubernetes version (mk/controlplane.mk), as a release build is: an
+    unstamped build says v0.0.0-master+$Format:%H$ and any client that reads /version sees no Kubernetes version."""
+    gomod = (HERE / "go.mod").read_text()
+    want = next(line.split()[1] for line in gomod.splitlines() if line.strip().startswith("k8s.io/kubernetes v"))
+    out = cluster.kubectl("version", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    versions = json.loads(out.stdout)
+    major, minor = want.lstrip("v").split(".")[:2]
+    assert versions["serverVersion"]["gitVersion"] == want, versions["serverVersion"]
+    assert (versions["serverVersion"]["major"], versions["serverVersion"]["minor"]) == (major, minor)
+    assert versions["clientVersion"]["gitVersion"] == want, versions["clientVersion"]
+
+
 def test_openshift_facts_are_seeded(cluster):
     cv = get_json(cluster, "clusterversion", "version")
     assert cv["status"]["desired"]["version"] == cluster.profile["openshift"]["version"]

@@ -369,6 +369,29 @@ func waitReady(ctx context.Context, cfg *rest.Config, sup *supervisor) error {
 	}
 }
 
+// createCRD creates one CRD. A busy machine (CI runs several control planes and builds at once) can make the API
+// server answer a large schema's create with a timeout although the create went through, or before it did: such
+// answers are retried, and AlreadyExists then means it was created.
+func createCRD(ctx context.Context, cs *apiextclient.Clientset, crd *apiextv1.CustomResourceDefinition) error {
+	var err error
+	for attempt := range 5 {
+		_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 2 * time.Second):
+		}
+	}
+	return err
+}
+
 func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -412,8 +435,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config, path string) (int, error
 		go func() {
 			defer wg.Done()
 			for crd := range work {
-				_, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := createCRD(ctx, cs, crd); err != nil {
 					errs <- fmt.Errorf("CRD %s: %w", crd.Name, err)
 				}
 			}
