@@ -111,7 +111,7 @@ def refusal(foreign: list[tuple[dict, dict]], own: dict) -> str:
         other = creator(live)
         whose = f"created by site {other!r}" if other else "not created by inference.blueprints"
         lines.append(f"{ref(obj)} ({whose})")
-    entries = ", ".join(f'"{ref(o)}"' for o, _ in foreign)
+    entries = ", ".join(f'"{ref(o)}"' for o, _live in foreign)
     return (
         f"{len(foreign)} object(s) already exist and were not created by site {own['value']!r}: "
         + "; ".join(lines)

@@ -37,6 +37,7 @@ author:
 extends_documentation_fragment:
   - inference.blueprints.k8s_auth
   - inference.blueprints.k8s_auth.ATTRIBUTES
+  - inference.blueprints.ownership
 attributes:
   check_mode:
     support: full
@@ -104,42 +105,6 @@ options:
         O(wait_for) (all its objects together).
     type: int
     default: 300
-  ownership:
-    description:
-      - What a site created, so that nothing it did not create is taken over or deleted. With O(ownership.value)
-        set, every object this task creates gets the annotation O(ownership.annotation) with that value and keeps it
-        on every later apply.
-      - An object that already exists without it (or with another value) stops the task before its first write,
-        naming each such object, unless it matches an entry of O(ownership.adopt); an adopted object is applied as it
-        is and never annotated.
-      - With O(state=absent) only the objects that carry the annotation with O(ownership.value) are deleted; the
-        others are reported with the action V(kept) and the reason.
-      - When the task gives no O(ownership), the action plugin uses the policy of the host's deployment intent (the
-        site's name and its C(adopt) variable), when one is known. V({}) turns it off.
-    type: dict
-    default: {}
-    suboptions:
-      annotation:
-        description: The annotation that marks what the site created.
-        type: str
-        default: inference.blueprints/created-by
-      value:
-        description: The site's name (the annotation's value).
-        type: str
-      adopt:
-        description:
-          - Objects that exist and may be taken over, as C(Kind/name) or C(Kind/namespace/name); a whole part may be
-            C(*).
-        type: list
-        elements: str
-        default: []
-      derived:
-        description:
-          - Objects a controller made for one of the site's objects and that go with it, as C(Kind/namespace/name)
-            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own.
-        type: list
-        elements: str
-        default: []
   references:
     description:
       - Objects the applied objects name but that this collection does not create (for example the Secrets of the

@@ -25,6 +25,7 @@ author:
 extends_documentation_fragment:
   - inference.blueprints.k8s_auth
   - inference.blueprints.k8s_auth.ATTRIBUTES
+  - inference.blueprints.ownership
 attributes:
   check_mode:
     support: full
@@ -45,36 +46,10 @@ options:
     description:
       - Remove the fields and the labels or annotations other managers added to our objects (a JSON patch per
         object). Fields we set are taken back by applying the intent (M(inference.blueprints.k8s_apply)), not here.
+      - With an O(ownership) policy, an adopted object's own labels and fields are not drift and are never
+        removed; an object that exists but was not created by the site is reported as drift of C((ownership)).
     type: bool
     default: false
-  ownership:
-    description:
-      - The site's ownership policy, as for M(inference.blueprints.k8s_apply) (the host's deployment intent's when
-        the task gives none). Our objects are compared with their creation annotation. On an adopted object only the
-        fields we set count as drift, and O(remove_foreign) never removes what its owner set. An object that exists
-        but was not created by the site is reported as drift of C((ownership)).
-    type: dict
-    default: {}
-    suboptions:
-      annotation:
-        description: The annotation that marks what the site created.
-        type: str
-        default: inference.blueprints/created-by
-      value:
-        description: The site's name (the annotation's value).
-        type: str
-      adopt:
-        description: Objects the site may take over, as C(Kind/name) or C(Kind/namespace/name).
-        type: list
-        elements: str
-        default: []
-      derived:
-        description:
-          - Objects a controller made for one of the site's objects and that go with it, as C(Kind/namespace/name)
-            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own.
-        type: list
-        elements: str
-        default: []
 """
 
 EXAMPLES = r"""

@@ -1,0 +1,48 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ownership option of the modules that apply, compare or remove a site's objects (module_utils/ownership.py)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  ownership:
+    description:
+      - What a site created, so that nothing it did not create is taken over or deleted. With O(ownership.value)
+        set, every object an apply creates gets the annotation O(ownership.annotation) with that value and keeps it
+        on every later apply.
+      - An object that already exists without it (or with another value) stops an apply before its first write,
+        naming each such object, unless it matches an entry of O(ownership.adopt); an adopted object is applied as it
+        is and never annotated.
+      - A removal (C(state=absent) of M(inference.blueprints.k8s_apply)) deletes only the objects that carry the
+        annotation with O(ownership.value) and reports the others with the action V(kept) and the reason; it gives
+        back the fields the site set on an adopted object.
+      - When the task gives no O(ownership), the action plugin uses the policy of the host's deployment intent (the
+        site's name and its C(adopt) variable), when one is known. V({}) turns it off.
+    type: dict
+    default: {}
+    suboptions:
+      annotation:
+        description: The annotation that marks what the site created.
+        type: str
+        default: inference.blueprints/created-by
+      value:
+        description: The site's name (the annotation's value).
+        type: str
+      adopt:
+        description:
+          - Objects that exist and may be taken over, as C(Kind/name) or C(Kind/namespace/name); a whole part may be
+            C(*).
+        type: list
+        elements: str
+        default: []
+      derived:
+        description:
+          - Objects a controller made for one of the site's objects and that go with it, as C(Kind/namespace/name)
+            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own.
+        type: list
+        elements: str
+        default: []
+"""
