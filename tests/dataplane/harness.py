@@ -238,7 +238,8 @@ class DataPlane:
     ``model``: the model's serving intent (``intent["serving"]["models"][i]``); ``objects``: the site's
     rendered serving objects; ``engines``: {role: count} (roles ``both``, ``prefill``, ``decode``);
     ``config``: the scheduler config to run (default: the rendered one, unchanged); ``sim_args``:
-    extra simulator flags (latencies, slots).
+    extra simulator flags (latencies, slots); ``v1alpha2_pool``: also create the v1alpha2 pool, as KServe
+    does when that CRD is installed.
     """
 
     def __init__(  # noqa: PLR0913, PLR0917 - the parts of one model's data plane
@@ -251,6 +252,7 @@ class DataPlane:
         config: dict | None = None,
         sim_args: list[str] | None = None,
         first_ip: int = 10,
+        v1alpha2_pool: bool = True,
     ):
         self.cluster = cluster
         self.workdir = Path(workdir)
@@ -265,6 +267,7 @@ class DataPlane:
         )
         self.sim_args = list(sim_args or [])
         self.first_ip = first_ip
+        self.v1alpha2_pool = v1alpha2_pool
         self.endpoints: list[Endpoint] = []
         self.procs: list[Proc] = []
         self.epp: Proc | None = None
@@ -321,10 +324,11 @@ class DataPlane:
         for ep in self.endpoints:
             with contextlib.suppress(Exception):
                 core.delete_namespaced_pod(ep.pod, self.namespace, grace_period_seconds=0)
-        with contextlib.suppress(Exception):
-            self._custom().delete_namespaced_custom_object(
-                "inference.networking.k8s.io", "v1", self.namespace, "inferencepools", self.pool
-            )
+        for group, version in (("inference.networking.k8s.io", "v1"), ("inference.networking.x-k8s.io", "v1alpha2")):
+            with contextlib.suppress(Exception):
+                self._custom().delete_namespaced_custom_object(
+                    group, version, self.namespace, "inferencepools", self.pool
+                )
 
     # -- control plane objects
     def _core(self):
@@ -343,6 +347,15 @@ class DataPlane:
         ns = obj["metadata"].get("namespace")
         kw = {"namespace": ns} if ns else {}
         res.server_side_apply(body=obj, field_manager="dataplane-tests", force_conflicts=True, **kw)
+
+    def _served(self, api_version: str, kind: str) -> bool:
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            self.cluster.dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return False
+        return True
 
     def _apply_objects(self) -> None:
         from kubernetes.client.rest import ApiException
@@ -379,6 +392,24 @@ class DataPlane:
             },
         }
         self._create(pool)
+        # KServe also creates the pool in the v1alpha2 group when that CRD is installed (converted from
+        # the v1 spec, scheduler.go reconcileV1Alpha2InferencePool): its P/D decode preset starts the
+        # routing sidecar with --pool-group=inference.networking.x-k8s.io, whose SSRF allowlist reads
+        # the prefill pods of that pool (without it every prefill target is refused with 403).
+        if self.v1alpha2_pool and self._served("inference.networking.x-k8s.io/v1alpha2", "InferencePool"):
+            spec = pool["spec"]
+            self._create(
+                {
+                    "apiVersion": "inference.networking.x-k8s.io/v1alpha2",
+                    "kind": "InferencePool",
+                    "metadata": {"name": self.pool, "namespace": self.namespace},
+                    "spec": {
+                        "selector": spec["selector"]["matchLabels"],
+                        "targetPortNumber": spec["targetPorts"][0]["number"],
+                        "extensionRef": {"name": spec["endpointPickerRef"]["name"]},
+                    },
+                }
+            )
         for o in self.rendered("InferenceObjective"):
             if o["spec"]["poolRef"]["name"] == self.pool:
                 self._create(json.loads(json.dumps(o)))
