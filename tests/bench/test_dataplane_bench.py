@@ -30,13 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def plane_cluster(request):
-    """The session's control plane, or the one DATAPLANE_CLUSTER_DIR names (make cluster-up)."""
+def plane_cluster(cluster_factory):
+    """A control plane of its own (as in tests/dataplane), or the one DATAPLANE_CLUSTER_DIR names."""
     for name in BINARIES:
         binary(name)
     if os.environ.get("DATAPLANE_CLUSTER_DIR"):
         return RunningCluster(os.environ["DATAPLANE_CLUSTER_DIR"])
-    return request.getfixturevalue("cluster")
+    return cluster_factory("h100-8x2-rdma", name="dataplane", kserve=False)
 
 
 def test_dataplane_build_times():

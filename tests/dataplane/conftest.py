@@ -91,10 +91,11 @@ class RunningCluster:
 
 
 @pytest.fixture(scope="session")
-def dp_cluster(request, dataplane_binaries):
-    """The session's control plane (the data-plane tests use namespaces of their own in it and create no
-    LLMInferenceService, so a KServe controller there leaves their objects alone), or the one
-    ``make cluster-up`` started when DATAPLANE_CLUSTER_DIR names its directory (e.g. .cluster)."""
+def dp_cluster(cluster_factory, dataplane_binaries):
+    """A control plane of the data-plane tests' own (no KServe controller: they create no
+    LLMInferenceService): they put pools, objectives and pods in the examples' serving namespaces, which
+    the integration tests converge on the session's shared ``cluster``. With DATAPLANE_CLUSTER_DIR set,
+    the one ``make cluster-up`` started there (e.g. .cluster) instead."""
     if os.environ.get("DATAPLANE_CLUSTER_DIR"):
         return RunningCluster(os.environ["DATAPLANE_CLUSTER_DIR"])
-    return request.getfixturevalue("cluster")
+    return cluster_factory("h100-8x2-rdma", name="dataplane", kserve=False)

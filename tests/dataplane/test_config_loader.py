@@ -124,3 +124,19 @@ def test_the_precheck_and_the_router_agree(dp_cluster, tmp_path, case):
         _build(inputs, check=True)
     ok, err = loads(_build(inputs, check=False), tmp_path, dp_cluster)
     assert not ok, f"{case}: the pre-check refuses it but the router loads it"
+
+
+def test_the_router_needs_the_decider_before_its_handler(dp_cluster, tmp_path):
+    """Why scheduler.epp_config lists the P/D decider before the disagg handler: router v0.9.0 builds
+    plugins in list order, and the handler looks its decider up when it is built."""
+    cfg = _build(GOOD, check=True)
+    plugins = cfg["plugins"]
+    at = {p["type"]: i for i, p in enumerate(plugins)}
+    assert at["prefix-based-pd-decider"] < at["disagg-profile-handler"]
+    ok, err = loads(cfg, tmp_path, dp_cluster)
+    assert ok, err
+    i, j = at["prefix-based-pd-decider"], at["disagg-profile-handler"]
+    plugins[i], plugins[j] = plugins[j], plugins[i]
+    ok, err = loads(cfg, tmp_path, dp_cluster)
+    assert not ok
+    assert "prefix-based-pd-decider" in err, err
