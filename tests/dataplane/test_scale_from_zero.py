@@ -25,14 +25,16 @@ from .harness import DataPlane
 from .promql import evaluate, parse_exposition
 from .traffic import CHAT_PATH, chat_body
 
-SITE = "example-batch"
+# every example with a pool that scales to zero: the batch site, and the sovereign burst's cloud cluster
+# (its sovereign-queue trigger reads the on-prem cluster's router; here only its own triggers can rise)
+SITES = ("example-batch", "example-sovereign-burst")
 HELD = 6
 
 
 def _zero_models():
     """(host, model, objects, ScaledObject) of every model whose ScaledObject starts at 0 replicas."""
     out = []
-    for host, m, objs in routed_models(SITE):
+    for host, m, objs in (x for site in SITES for x in routed_models(site)):
         for o in objs:
             mine = (
                 o["kind"] == "ScaledObject" and o["metadata"]["labels"].get("inference.blueprints/model") == m["name"]
