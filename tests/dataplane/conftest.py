@@ -1,8 +1,9 @@
 """Fixtures of the data-plane tier: the rendered objects of an example site and its model intents,
 and a control plane to hold the pool, the objectives and the endpoint pods the router watches.
 
-The router and engine binaries come from ``make dataplane`` (also run by ``make controlplane``);
-a missing one fails the test with the command to run (never a skip).
+The router and engine binaries come from ``make dataplane`` (run first by ``make pytest``,
+``make pytest-rest`` and ``make bench``); a missing one fails the test with the command to run
+(never a skip).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class DataPlaneError(RuntimeError):
 def binary(name: str) -> Path:
     path = BIN / name
     if not path.exists():
-        raise DataPlaneError(f"{path} is missing: build the data plane first (make dataplane, or make controlplane)")
+        raise DataPlaneError(f"{path} is missing: build the data plane first: make dataplane")
     return path
 
 
