@@ -82,3 +82,19 @@ def test_a_zero_weight_leaves_its_scorer_out():
     refs = [p["pluginRef"] for p in cfg["schedulingProfiles"][0]["plugins"]]
     assert refs == ["prefix-cache-scorer", "kv-cache-utilization-scorer", "max-score-picker"]
     assert cfg["schedulingProfiles"][0]["plugins"][1]["weight"] == 1.5
+
+
+def test_two_tiers_of_one_priority_stop_the_site_with_the_variable_named():
+    """Through the inventory: the intent (before anything is planned onto a cluster) names the variable."""
+    from pathlib import Path
+
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+
+    site = Path(__file__).resolve().parents[2] / "inventories" / "example-ai-grid"
+    classes = [{"name": "gold", "priority": 50}, {"name": "silver", "priority": 50}, {"name": "bronze", "priority": 0}]
+    with pytest.raises(cli.CliError) as err:
+        cli.site_intents(str(site), None, {"priority_classes": classes})
+    text = str(err.value)
+    assert text.startswith("host grid-central-1, model "), text
+    assert "priority_classes: tiers 'gold' and 'silver' have priority 50" in text
+    assert "give each tier's class a priority of its own" in text

@@ -12,6 +12,7 @@ itself: tests/dataplane/test_config_loader.py runs its start-up code on every re
 from __future__ import annotations
 
 from .. import router_registry
+from .schema import SchemaError
 
 KSERVE_VERSION = "v0.20.0"
 ROUTER = router_registry.KSERVE_ROUTER[KSERVE_VERSION]["router"]
@@ -21,8 +22,8 @@ OBJECTIVE_HEADER = router_registry.router_version_info(ROUTER)["inference_object
 POOL_GROUP = "inference.networking.k8s.io"
 
 
-class SchedulerConfigError(ValueError):
-    pass
+class SchedulerConfigError(SchemaError):
+    """Scheduler inputs the router would refuse: bad input, reported like every other (variable, message)."""
 
 
 def _weight(value):
@@ -54,10 +55,7 @@ def epp_config(
     if precheck:
         problems = router_registry.precheck(weights, bands, request_ttl, non_cached_tokens)
         if problems:
-            raise SchedulerConfigError(
-                f"llm-d router {ROUTER} would refuse the scheduler config: "
-                + "; ".join(f"{path}: {msg}" for path, msg in problems)
-            )
+            raise SchedulerConfigError(problems, f"llm-d router {ROUTER} would refuse the scheduler config")
     scorers = [
         (name, _weight(weights[key]))
         for name, key in (

@@ -418,12 +418,21 @@ class _Model:
         # pool (monitoring.autoscaling_common). Without it the EPP answers 503 before counting anything.
         auto = self.autoscaling()
         queue_at_zero = bool(auto and auto["scale_to_zero"])
-        cfg = scheduler.epp_config(
-            self.disaggregated,
-            weights,
-            int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
-            {"bands": flow["bands"], "request_ttl": flow["request_ttl"]} if flow else ({} if queue_at_zero else None),
-        )
+        try:
+            cfg = scheduler.epp_config(
+                self.disaggregated,
+                weights,
+                int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
+                {"bands": flow["bands"], "request_ttl": flow["request_ttl"]}
+                if flow
+                else ({} if queue_at_zero else None),
+            )
+        except scheduler.SchedulerConfigError as e:
+            raise scheduler.SchedulerConfigError(
+                e.errors,
+                f"host {self.site['host']}, model {self.name}: llm-d router {scheduler.ROUTER} would refuse "
+                "its scheduler config",
+            ) from None
         return {
             "config": cfg,
             "objectives": [
