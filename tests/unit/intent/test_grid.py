@@ -159,17 +159,23 @@ def test_example_grid_has_three_classes_and_four_tenants_over_three_tiers(intent
     assert {t["tier"] for t in tenants} == {"gold", "silver", "bronze"}
 
 
+def cfg_bands(cfg: dict) -> list[dict]:
+    return [
+        {"priority": b["priority"], "max_requests": int(b["maxRequests"])} for b in cfg["flowControl"]["priorityBands"]
+    ]
+
+
 def test_one_kserve_pool_and_scheduler_per_class_with_flow_control(intent, objects):
     svcs = kind(objects, "LLMInferenceService")
     assert len(svcs) == 3
     prio = {c["name"]: c["priority"] for c in intent["blueprint"]["defaults"]["priority_classes"]}
-    router = router_registry.KSERVE_ROUTER["v0.20.0"]["router"]
     for svc in svcs:
         sched = svc["spec"]["router"]["scheduler"]
         assert "pool" not in sched, "KServe creates the pool and the EPP only without a pool ref"
         cfg = sched["config"]["inline"]
         assert cfg["featureGates"] == ["flowControl"]
-        assert router_registry.check_epp_config(cfg, router) == []
+        # the router loads it and orders the tiers: tests/dataplane/test_config_loader.py, test_priority.py
+        assert router_registry.precheck({}, cfg_bands(cfg), cfg["flowControl"].get("defaultRequestTTL"), 0) == []
         bands = {b["priority"]: int(b["maxRequests"]) for b in cfg["flowControl"]["priorityBands"]}
         assert set(bands) == {prio["gold"], prio["silver"], prio["bronze"]}
         # a band holds what its tier may wait for: the gold queue is the shortest

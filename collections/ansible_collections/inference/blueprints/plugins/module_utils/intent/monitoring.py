@@ -217,6 +217,19 @@ def autoscaling_common(site: dict, models: list[dict]) -> dict | None:
                     }
                 )
         elif m["scheduler"]:
+            if (m["scheduler"] or {}).get("queue_at_zero"):
+                # Demand the router sees while the pool has no endpoint: requests held by its flow control
+                # (the scheduler config turns it on for a pool that scales to zero). The two triggers below
+                # read what only moves once a pod serves: llm_d_epp_average_queue_size averages the pods'
+                # queues and llm_d_epp_request_total counts after a request was scheduled
+                # (llm-d-router v0.9.0 pkg/epp/handlers/server.go), so neither can wake a pool at zero.
+                triggers.append(
+                    {
+                        "name": "epp-held-requests",
+                        "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}"}})',
+                        "threshold": f"{float(queue_threshold):g}",
+                    }
+                )
             triggers.append(
                 {
                     "name": "epp-queue",

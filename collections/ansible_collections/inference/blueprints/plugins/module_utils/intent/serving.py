@@ -412,13 +412,27 @@ class _Model:
         weights = self.site.get("scorer_weights") or opts["inference_scheduler_weights"]
         # AI grid tiers: flow control queues requests in priority bands (intent/grid.py)
         flow = grid.flow_control(self.site, self.plan)
-        cfg = scheduler.epp_config(
-            self.disaggregated,
-            weights,
-            int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
-            flow_control=flow["bands"] if flow else None,
-            request_ttl=flow["request_ttl"] if flow else None,
-        )
+        # A pool that scales to zero queues requests in the EPP while it has no endpoint: with flow control
+        # the router holds them (saturation is 1.0 with no candidates) and counts them in
+        # llm_d_epp_flow_control_queue_size, the one router metric that moves at zero pods, which wakes the
+        # pool (monitoring.autoscaling_common). Without it the EPP answers 503 before counting anything.
+        auto = self.autoscaling()
+        queue_at_zero = bool(auto and auto["scale_to_zero"])
+        try:
+            cfg = scheduler.epp_config(
+                self.disaggregated,
+                weights,
+                int(self.plan.get("pd_non_cached_tokens") or opts["inference_scheduler_pd_non_cached_tokens"]),
+                {"bands": flow["bands"], "request_ttl": flow["request_ttl"]}
+                if flow
+                else ({} if queue_at_zero else None),
+            )
+        except scheduler.SchedulerConfigError as e:
+            raise scheduler.SchedulerConfigError(
+                e.errors,
+                f"host {self.site['host']}, model {self.name}: llm-d router {scheduler.ROUTER} would refuse "
+                "its scheduler config",
+            ) from None
         return {
             "config": cfg,
             "objectives": [
@@ -435,6 +449,7 @@ class _Model:
             "pool_group": scheduler.POOL_GROUP,
             "router": scheduler.ROUTER,
             "flow_control": flow,
+            "queue_at_zero": queue_at_zero,
         }
 
 

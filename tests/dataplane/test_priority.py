@@ -1,0 +1,190 @@
+"""AI grid admission through the real llm-d router: gold before silver before bronze under
+saturation, and a full priority band refused with 429 at once, per tier.
+
+The router runs a grid model's rendered scheduler config (flow control with one priority band per
+tier, each band ``maxRequests`` deep, the rendered ``defaultRequestTTL``) and the rendered
+InferenceObjectives (one per tier, the priority of its class); the test client sends each request
+with the tier's objective header, as the grid's gateway sets it from the verified tenant. The pool
+is saturated on purpose: two engines that run one request at a time, long enough that their
+waiting queues pass the router's saturation threshold (utilization detector defaults: 5 waiting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from .conftest import routed_models
+from .gateway import DROPPED_REASON_HEADER
+from .harness import DataPlane
+from .traffic import CHAT_PATH, chat_body
+
+SITE = "example-ai-grid"
+# one request at a time per engine, ~1 s each: a backlog builds and saturates the pool
+SLOW_ENGINE = ["--max-num-seqs", "1", "--time-to-first-token", "20ms", "--inter-token-latency", "8ms"]
+LONG = 100  # output tokens of a request that occupies an engine
+FILL = 14  # bronze requests that saturate the pool before the tiers arrive
+DEEP_FILL = 28  # for a full band: the engines stay saturated for several seconds (no dispatch meanwhile)
+
+
+def _grid_model():
+    """The grid class with the shallowest bands (the cheapest to fill)."""
+    models = [(m, objs) for _, m, objs in routed_models(SITE) if m["scheduler"]["flow_control"]]
+    assert models, "the AI grid renders no flow control"
+    return min(models, key=lambda mo: sum(b["max_requests"] for b in mo[0]["scheduler"]["flow_control"]["bands"]))
+
+
+def _tiers(model: dict) -> list[dict]:
+    """[{tier, priority, max_requests, objective}] highest priority first."""
+    objectives = {o["class"]: o["name"] for o in model["scheduler"]["objectives"]}
+    bands = model["scheduler"]["flow_control"]["bands"]
+    return sorted(({**b, "objective": objectives[b["tier"]]} for b in bands), key=lambda b: b["priority"], reverse=True)
+
+
+def flow_control_off(config: dict) -> dict:
+    cfg = copy.deepcopy(config)
+    cfg.pop("featureGates", None)
+    cfg.pop("flowControl", None)
+    return cfg
+
+
+async def _saturate(dp, gw, header: str, bronze: str, fill: int = FILL) -> list:
+    """Start ``fill`` long bronze requests and wait until the engines' queues saturate the pool."""
+    model = dp.model["served_name"]
+    started = [
+        asyncio.ensure_future(
+            gw.post(CHAT_PATH, chat_body(model, "fill", f"fill {i}", max_tokens=LONG), {header: bronze})
+        )
+        for i in range(fill)
+    ]
+    for _ in range(100):
+        await asyncio.sleep(0.1)
+        waiting = sum(_engine_waiting(ep) for ep in dp.endpoints)
+        if waiting >= 2 * 5:
+            break
+    return started
+
+
+def _engine_waiting(ep) -> float:
+    from .promql import parse_exposition
+
+    return sum(s.value for s in parse_exposition(ep.metrics()) if s.name == "vllm:num_requests_waiting")
+
+
+async def admission_order(dp, per_tier: int = 3) -> dict:
+    """With the pool saturated, send ``per_tier`` requests of each tier, lowest tier first; return each
+    tier's admission times (seconds from send to the router's routing decision) and statuses."""
+    tiers = _tiers(dp.model)
+    header = dp.model["scheduler"]["objective_header"]
+    model = dp.model["served_name"]
+    async with dp.gateway() as gw:
+        fill = await _saturate(dp, gw, header, tiers[-1]["objective"])
+        held = []
+        for t in reversed(tiers):  # bronze first: FIFO would admit it first
+            for i in range(per_tier):
+                body = chat_body(model, t["tier"], f"{t['tier']} {i}", max_tokens=4)
+                held.append((t["tier"], asyncio.ensure_future(gw.post(CHAT_PATH, body, {header: t["objective"]}))))
+                await asyncio.sleep(0.02)
+        results = [(tier, await fut) for tier, fut in held]
+        await asyncio.gather(*fill)
+    out = {t["tier"]: {"routed": [], "admission": [], "statuses": []} for t in tiers}
+    for tier, r in results:
+        out[tier]["statuses"].append(r.status)
+        if r.routed_at is not None:
+            out[tier]["routed"].append(r.routed_at)
+            out[tier]["admission"].append(r.admission_seconds)
+    return {"tiers": [t["tier"] for t in tiers], "by_tier": out}
+
+
+def strictly_ordered(figures: dict) -> list[str]:
+    """Problems with 'every request of a higher tier was admitted before any of a lower tier'."""
+    problems = []
+    tiers = figures["tiers"]
+    for hi, lo in zip(tiers, tiers[1:], strict=False):
+        a, b = figures["by_tier"][hi]["routed"], figures["by_tier"][lo]["routed"]
+        if not a or not b:
+            problems.append(f"{hi}/{lo}: not every tier was admitted ({len(a)}, {len(b)})")
+        elif max(a) > min(b):
+            problems.append(f"a {lo} request was admitted {max(a) - min(b):.2f} s before the last {hi} one")
+    return problems
+
+
+async def full_band(dp, tier: dict) -> dict:
+    """Saturate the pool, then send ``tier``'s band depth plus a few more requests at once: the band
+    takes maxRequests and refuses the rest with 429 at once."""
+    tiers = _tiers(dp.model)
+    header = dp.model["scheduler"]["objective_header"]
+    model = dp.model["served_name"]
+    depth = tier["max_requests"]
+    extra = max(2, depth // 4)
+    async with dp.gateway() as gw:
+        fill = await _saturate(dp, gw, header, tiers[-1]["objective"], fill=DEEP_FILL)
+        replies = await asyncio.gather(
+            *(
+                gw.post(
+                    CHAT_PATH,
+                    chat_body(model, "band", f"{tier['tier']} {i}", max_tokens=4),
+                    {header: tier["objective"]},
+                )
+                for i in range(depth + extra)
+            )
+        )
+        await asyncio.gather(*fill)
+    refused = [r for r in replies if r.status == 429]
+    return {
+        "sent": depth + extra,
+        "band": depth,
+        "refused": len(refused),
+        "refused_after_seconds": max((r.done_at - r.sent_at for r in refused), default=None),
+        "reasons": sorted({r.headers.get(DROPPED_REASON_HEADER, "") for r in refused}),
+        "statuses": sorted({r.status for r in replies}),
+    }
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return _grid_model()
+
+
+def _plane(cluster, work, model, objects, config=None):
+    return DataPlane(cluster, work, model, objects, {"both": 2}, config=config, sim_args=SLOW_ENGINE)
+
+
+def test_gold_is_admitted_before_silver_before_bronze(dp_cluster, tmp_path, grid):
+    model, objects = grid
+    with _plane(dp_cluster, tmp_path, model, objects) as dp:
+        figures = asyncio.run(admission_order(dp))
+    assert not strictly_ordered(figures), (strictly_ordered(figures), figures)
+    for tier, f in figures["by_tier"].items():
+        assert set(f["statuses"]) == {200}, (tier, f["statuses"])
+
+
+def test_without_flow_control_the_tiers_are_not_ordered(dp_cluster, tmp_path, grid):
+    """The ordering above is flow control's doing: the same traffic without it is admitted in arrival order."""
+    model, objects = grid
+    with _plane(dp_cluster, tmp_path, model, objects, config=flow_control_off(model["scheduler"]["config"])) as dp:
+        figures = asyncio.run(admission_order(dp))
+    assert strictly_ordered(figures), figures
+
+
+@pytest.mark.parametrize("tier", ["gold", "silver", "bronze"])
+def test_a_full_band_is_refused_at_once(dp_cluster, tmp_path, grid, tier):
+    model, objects = grid
+    band = next(t for t in _tiers(model) if t["tier"] == tier)
+    with _plane(dp_cluster, tmp_path, model, objects) as dp:
+        figures = asyncio.run(full_band(dp, band))
+    assert figures["refused"] >= 1, f"{tier}: no request refused beyond a full band: {figures}"
+    assert figures["refused"] <= figures["sent"] - figures["band"], f"{tier}: refused inside the band: {figures}"
+    assert figures["refused_after_seconds"] < 2.0, figures
+    assert figures["reasons"] != [""], figures
+
+
+def test_without_flow_control_no_band_refuses(dp_cluster, tmp_path, grid):
+    """The 429s above are the bands' doing: without flow control the same burst is all let through."""
+    model, objects = grid
+    band = _tiers(model)[0]
+    with _plane(dp_cluster, tmp_path, model, objects, config=flow_control_off(model["scheduler"]["config"])) as dp:
+        figures = asyncio.run(full_band(dp, band))
+    assert figures["refused"] == 0, figures
