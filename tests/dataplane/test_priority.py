@@ -98,6 +98,13 @@ async def admission_order(dp, per_tier: int = 3) -> dict:
     return {"tiers": [t["tier"] for t in tiers], "by_tier": out}
 
 
+# The client stamps a routing decision when its one event loop reads the router's answer: on a loaded machine
+# answers the router sent in order can be read a few milliseconds apart the other way. Decisions closer than this
+# count as simultaneous. A router that admitted in arrival order instead (flow control off) admits the lower tier,
+# sent 60 ms earlier, at least that much before the higher one, so the check still fails for it.
+SAME_INSTANT = 0.02
+
+
 def strictly_ordered(figures: dict) -> list[str]:
     """Problems with 'every request of a higher tier was admitted before any of a lower tier'."""
     problems = []
@@ -106,7 +113,7 @@ def strictly_ordered(figures: dict) -> list[str]:
         a, b = figures["by_tier"][hi]["routed"], figures["by_tier"][lo]["routed"]
         if not a or not b:
             problems.append(f"{hi}/{lo}: not every tier was admitted ({len(a)}, {len(b)})")
-        elif max(a) > min(b):
+        elif max(a) > min(b) + SAME_INSTANT:
             problems.append(f"a {lo} request was admitted {max(a) - min(b):.2f} s before the last {hi} one")
     return problems
 
@@ -118,7 +125,9 @@ async def full_band(dp, tier: dict) -> dict:
     header = dp.model["scheduler"]["objective_header"]
     model = dp.model["served_name"]
     depth = tier["max_requests"]
-    extra = max(2, depth // 4)
+    # the pool hovers at the saturation threshold (the router dispatches whenever the engines' queues dip below
+    # it), so a few of a burst may be dispatched before the band fills: send the band's depth again on top
+    extra = max(4, depth)
     async with dp.gateway() as gw:
         fill = await _saturate(dp, gw, header, tiers[-1]["objective"], fill=DEEP_FILL)
         replies = await asyncio.gather(
