@@ -415,8 +415,21 @@ BURST_CLUSTER = Field(
         "gateway": Field(
             "dict",
             options={
-                "hostname": Field("str", required=True, doc="public DNS name of the cluster's inference gateway"),
+                "hostname": Field(
+                    "str",
+                    required=True,
+                    pattern=DNS_SUBDOMAIN,
+                    pattern_doc="a DNS name (lower case)",
+                    doc="public DNS name of the cluster's inference gateway: its TLS listener's hostname and the Host "
+                    "and SNI the front door sends",
+                ),
                 "port": Field("int", minimum=1, maximum=65535, default=443),
+                "certificate": Field(
+                    "dict",
+                    options={"secret": Field("str", required=True, pattern=DNS_SUBDOMAIN, pattern_doc="a Secret name")},
+                    doc="the kubernetes.io/tls Secret (by name, in the burst cluster's serving namespace) its listener "
+                    "serves; required for a burst cluster",
+                ),
             },
             doc="burst: where the sovereign front door reaches this cluster's inference gateway (TLS)",
         ),

@@ -410,8 +410,9 @@ class _Model:
     def _scheduler(self) -> dict:
         opts = self.options["inference_scheduler"]
         weights = self.site.get("scorer_weights") or opts["inference_scheduler_weights"]
-        # AI grid tiers: flow control queues requests in priority bands (intent/grid.py)
-        flow = grid.flow_control(self.site, self.plan)
+        # AI grid tiers, or the sovereign burst's regulated and burstable bands: flow control queues requests
+        # in priority bands (intent/grid.py, intent/burst_routes.py)
+        flow = grid.flow_control(self.site, self.plan) or burst.flow_control(self.site, self.plan)
         cfg = scheduler.epp_config(
             self.disaggregated,
             weights,
