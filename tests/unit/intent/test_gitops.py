@@ -145,6 +145,20 @@ def _assert_check(check: dict, wait: dict) -> None:
         assert seen["status"] == "Progressing" and "SomethingElse" in seen["message"], (check["kind"], seen)
 
 
+def test_the_app_of_apps_waits_for_each_wave_of_applications_to_be_healthy():
+    """Argo CD 1.8+ does not assess an Application's health unless told to (docs/operator-manual/health.md):
+    without it the sync waves of the child Applications would not wait for each other."""
+    intents = cli.site_intents(str(INVENTORIES / "example-chat"), None, {**GITOPS, "render_dir": "/tmp/unused"})
+    checks = _health(gitops.site_tree(intents))["spec"]["resourceHealthChecks"]
+    app = next(c for c in checks if (c["group"], c["kind"]) == ("argoproj.io", "Application"))
+    base = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "x"}}
+    assert _lua_health(app["check"], base)["status"] == "Progressing"
+    healthy = _lua_health(app["check"], {**base, "status": {"health": {"status": "Healthy"}}})
+    assert healthy["status"] == "Healthy"
+    degraded = _lua_health(app["check"], {**base, "status": {"health": {"status": "Degraded"}}})
+    assert degraded["status"] == "Progressing" and "Degraded" in degraded["message"]
+
+
 def test_serving_health_checks_follow_kserve_ready():
     """LLMInferenceService is Healthy on KServe's Ready condition, not before."""
     intents = cli.site_intents(str(INVENTORIES / "example-chat"), None, {**GITOPS, "render_dir": "/tmp/unused"})
@@ -297,3 +311,31 @@ def test_a_rewrite_removes_the_combined_root_of_earlier_releases(tmp_path):
     stale.write_text("resources: [onprem-fra-1.yaml, burst-aws-1.yaml]\n")
     _, results, _ = _tree("example-sovereign-burst", tmp_path)
     assert not stale.exists() and {"path": str(stale), "action": "deleted"} in results
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_a_namespace_the_tree_creates_syncs_before_every_object_in_it(site, tmp_path):
+    """A namespaced object fails its sync while its namespace does not exist (Argo CD retries, the wave waits):
+    every namespace the tree creates is in an Application of an earlier wave than each object in it, or in the
+    same Application at the same or an earlier inner wave."""
+    intents, _, root = _tree(site, tmp_path)
+    for host in intents:
+        apps = _resources(root, f"clusters/{host}/apps")
+        created, uses = {}, []
+        for app in apps:
+            wave = int(app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"])
+            for obj in _resources(root, app["spec"]["source"]["path"]):
+                inner = int((obj["metadata"].get("annotations") or {}).get("argocd.argoproj.io/sync-wave", "0"))
+                at = (wave, app["metadata"]["name"], inner)
+                if obj["kind"] == "Namespace":
+                    created[obj["metadata"]["name"]] = at
+                elif obj["metadata"].get("namespace"):
+                    uses.append((obj["metadata"]["namespace"], at, f"{obj['kind']}/{obj['metadata']['name']}"))
+        # an earlier Application wave (the app-of-apps waits for it: Application health is restored), or the
+        # same Application at the same or an earlier inner wave (Argo CD applies a wave's Namespaces first)
+        late = [
+            (ns, what)
+            for ns, (wave, app, inner), what in uses
+            if ns in created and not (created[ns][0] < wave or (created[ns][1] == app and created[ns][2] <= inner))
+        ]
+        assert not late, (host, late)

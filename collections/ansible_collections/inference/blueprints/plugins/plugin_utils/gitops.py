@@ -85,16 +85,36 @@ def _application(g: dict, app: dict, labels: dict) -> dict:
     }
 
 
+def app_objects(intent: dict) -> list[tuple[dict, list[dict]]]:
+    """[(Application, its objects)] of one cluster, in sync-wave order, Applications with no object left out.
+
+    The serving namespace is created by the first serving Application (sync wave -1 inside it): each later
+    one puts objects in it (the InferenceObjectives of inference_scheduler sync before model_service, whose
+    template renders the Namespace), and a namespaced object whose namespace does not exist yet fails its
+    sync. The apply path applies a stage at once, Namespaces first."""
+    out = [(app, component_objects(intent, app["component"])) for app in intent["gitops"]["apps"]]
+    out = [(app, objs) for app, objs in out if objs]
+    serving = [(app, objs) for app, objs in out if app["component"] in intent["stages"]["serving"]]
+    if serving:
+        moved = [o for _, objs in serving for o in objs if o["kind"] == "Namespace"]
+        for _, objs in serving:
+            objs[:] = [o for o in objs if o["kind"] != "Namespace"]
+        for o in moved:
+            o.setdefault("metadata", {}).setdefault("annotations", {})[WAVE] = "-1"
+        serving[0][1][:0] = moved
+    return [(app, objs) for app, objs in out if objs]
+
+
 def tracked(intent: dict, components) -> list[dict]:
     """The objects this cluster's Applications of ``components`` deploy, with the tracking annotation Argo CD
     v3 writes on them (``<application>:<group>/<kind>:<namespace>/<name>``; the Applications live in the
     namespace of their Argo CD, so the name is the Application's own). What drift.yml compares a GitOps
     cluster with: an object another cluster's Application took shows its name here."""
     out = []
-    for app in intent["gitops"]["apps"]:
+    for app, objs in app_objects(intent):
         if app["component"] not in components:
             continue
-        for obj in component_objects(intent, app["component"]):
+        for obj in objs:
             meta = obj.setdefault("metadata", {})
             group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
             value = f"{app['name']}:{group}/{obj['kind']}:{meta.get('namespace') or ''}/{meta['name']}"
@@ -108,10 +128,7 @@ def cluster_tree(intent: dict) -> dict[str, dict]:
     g, host, labels = intent["gitops"], intent["host"], intent["labels"]
     files: dict[str, dict] = {}
     app_files = []
-    for app in g["apps"]:
-        objs = component_objects(intent, app["component"])
-        if not objs:
-            continue
+    for app, objs in app_objects(intent):
         base = f"clusters/{host}/{app['directory']}"
         names = []
         for obj in objs:

@@ -94,6 +94,10 @@ def health_checks(waits: list[dict]) -> list[dict]:
         else:
             check = _lua_field(w["field"], w.get("value"))
         out.append({"group": group, "kind": w["kind"], "check": check})
+    # Application health: Argo CD stopped assessing it in 1.8 (docs/operator-manual/health.md, "Argocd App"),
+    # so an app-of-apps would not wait for one wave's Applications to be healthy before the next: restored
+    # here, as that page says, from the child Application's own status.health
+    out.append({"group": "argoproj.io", "kind": "Application", "check": _lua_field("status.health.status", "Healthy")})
     return sorted(out, key=lambda c: (c["group"], c["kind"]))
 
 
