@@ -2,22 +2,22 @@
 delivery=gitops and each cluster bootstrapped on its own plane.
 
 How the apply is done: the tree is written by the product (plugin_utils/gitops.py). On each plane the test
-runs the bootstrap the docs give, `kubectl kustomize argocd/<cluster>` (the real kubectl and its
-kustomize) applied server-side. Kinds the local plane cannot hold (the ArgoCD health-check patch, whose
-argocd-operator CRD the module proxy does not serve, and the platform kinds tests/serving_helpers.py lists)
-are left out of every apply and every count. Then the test plays Argo CD's application controller, and only that: every Application on the
-plane whose destination is the plane (Argo CD's in-cluster) is synced by building its source path with
-`kubectl kustomize` and applying the result server-side as `argocd-controller` (Argo CD's field manager
-with ServerSideApply=true), each object stamped with Argo CD v3's tracking annotation
+runs the bootstrap the docs give, `kubectl kustomize argocd/<cluster>` (the real kubectl and its kustomize)
+applied server-side. Kinds the local plane cannot hold (the ArgoCD health-check patch, whose argocd-operator
+CRD the module proxy does not serve, and the platform kinds tests/serving_helpers.py lists) are left out of
+every apply and every count. Then the test plays Argo CD's application controller, and only that: every
+Application on the plane whose destination is the plane (Argo CD's in-cluster) is synced by building its
+source path with `kubectl kustomize` and applying the result server-side as `argocd-controller` (Argo CD's
+field manager with ServerSideApply=true), each object stamped with Argo CD v3's tracking annotation
 (`argocd.argoproj.io/tracking-id: <app>:<group>/<kind>:<namespace>/<name>`, util/argo/resource_tracking.go),
 and its sync status set to Synced; the app-of-apps' Applications are picked up as they appear, in sync-wave
 order. No Argo CD runs: waves are not gated on health and nothing is retried.
 
-Then, per plane: no object is part of two Applications (counted from the manifests each Application synced
-and from the live tracking annotations), the live objects are exactly that cluster's tree, the
-ScaledObjects keep their own minimums (zero on the burst cluster, the planned replicas on-prem), and
-drift.yml's GitOps play finds nothing; once the other cluster's Application takes one object (what the
-layout of earlier releases did at every sync), drift.yml names it.
+Then, per plane: no object is part of two Applications (counted from the manifests each Application synced and
+from the live tracking annotations), the live objects are exactly that cluster's tree, the ScaledObjects keep
+their own minimums (zero on the burst cluster, the planned replicas on-prem), and drift.yml's GitOps play
+finds nothing; once the other cluster's Application takes one object (what the layout of earlier releases did
+at every sync), drift.yml names it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import burst, engine, grid, monitoring, platform, quantity, scheduler, summary
+from . import burst, engine, escalation, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -449,5 +449,5 @@ def build(site: dict, plans: list[dict], intent: dict) -> dict:
         "models": models,
         "autoscaling": monitoring.autoscaling_common(site, models),
         "metrics_reader": monitoring.metrics_reader(site, models),
-        "escalation": monitoring.escalation(site, models),
+        "escalation": escalation.build(site, models),  # edge: intent/escalation.py
     }
