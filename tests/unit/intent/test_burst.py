@@ -378,7 +378,7 @@ def test_only_burstable_classes_can_reach_the_burst_backend(objects):
     assert set(_route_for(route, path, {"x-inference-class": "public"})) == {onprem, *off}
     for headers in ({"x-inference-class": "regulated"}, {}, {"x-inference-class": "Public"}, {"x-other": "public"}):
         assert _route_for(route, path, headers) == [onprem], headers
-    assert burst.pin_violations(route["spec"]["rules"], onprem, "x-inference-class", ["public"]) == []
+    assert burst_pin.pin_violations(route["spec"]["rules"], onprem, "x-inference-class", ["public"]) == []
 
 
 @pytest.mark.parametrize(
@@ -403,7 +403,7 @@ def test_the_render_time_pin_check_fails_on_a_regulated_route_to_a_burst_backend
     else:
         del rules[0]["matches"][0]["headers"]
     onprem = rules[-1]["backendRefs"][0]["name"]
-    assert burst.pin_violations(rules, onprem, "x-inference-class", ["public"])
+    assert burst_pin.pin_violations(rules, onprem, "x-inference-class", ["public"])
 
 
 def test_the_build_refuses_to_render_a_route_the_pin_check_rejects(site_vars, monkeypatch):

@@ -96,8 +96,8 @@ def app_objects(intent: dict) -> list[tuple[dict, list[dict]]]:
     out = [(app, objs) for app, objs in out if objs]
     serving = [(app, objs) for app, objs in out if app["component"] in intent["stages"]["serving"]]
     if serving:
-        moved = [o for _, objs in serving for o in objs if o["kind"] == "Namespace"]
-        for _, objs in serving:
+        moved = [o for _app, objs in serving for o in objs if o["kind"] == "Namespace"]
+        for _app, objs in serving:
             objs[:] = [o for o in objs if o["kind"] != "Namespace"]
         for o in moved:
             o.setdefault("metadata", {}).setdefault("annotations", {})[WAVE] = "-1"

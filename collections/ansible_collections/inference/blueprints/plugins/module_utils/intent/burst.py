@@ -35,7 +35,6 @@ import re
 
 from ..planner import data as catalog
 from . import burst_routes, inventory
-from .burst_pin import admission_policy, pin_violations  # noqa: F401 - the pin's two halves (intent/burst_pin.py)
 from .schema import SchemaError, suggest
 from .schema import validate as schema_validate
 
@@ -418,7 +417,7 @@ def build(site: dict, intent: dict) -> dict | None:
     }
     if me["role"] == SOVEREIGN:
         out["front_door"] = burst_routes.front_door(site, intent, out, sov, bursts)
-        out["spill"] = (intent["serving"]["models"] and _spill(intent)) or None
+        out["spill"] = _spill(intent) or None
     else:
         out["ingress"] = burst_routes.ingress(site, out, me)
         out["scale_from_zero"] = _scale_from_zero(site, intent, opts, ns, sov)
