@@ -9,6 +9,7 @@ import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
+from ansible_collections.inference.blueprints.plugins.module_utils.ownership import ANNOTATION
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
 from lupa import lua51  # a test dependency (pyproject [test]); missing means the run fails
@@ -339,3 +340,17 @@ def test_a_namespace_the_tree_creates_syncs_before_every_object_in_it(site, tmp_
             if ns in created and not (created[ns][0] < wave or (created[ns][1] == app and created[ns][2] <= inner))
         ]
         assert not late, (host, late)
+
+
+def test_the_tree_marks_what_the_site_creates_and_not_what_it_adopts(tmp_path):
+    """Argo CD applies the tree as it is: its objects carry the site's creation annotation the apply path writes
+    (module_utils/ownership.py), except the ones the site adopts, which keep their owner's marks."""
+    extra = {**GITOPS, "render_dir": str(tmp_path), "adopt": ["Namespace/llm-chat"]}
+    intents = cli.site_intents(str(INVENTORIES / "example-chat"), None, extra)
+    files = gitops.site_tree(intents)
+    objs = [
+        o for p, o in files.items() if p.startswith("clusters/") and "/apps/" not in p and o["kind"] != "Kustomization"
+    ]
+    marks = {(o["kind"], o["metadata"]["name"]): (o["metadata"].get("annotations") or {}).get(ANNOTATION) for o in objs}
+    assert marks.pop(("Namespace", "llm-chat")) is None
+    assert set(marks.values()) == {intents["chat-east-1"]["ownership"]["value"]}

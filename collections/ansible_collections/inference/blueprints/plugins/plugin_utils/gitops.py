@@ -15,6 +15,7 @@ import json
 import os
 
 import yaml
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as platform_render
@@ -91,9 +92,19 @@ def app_objects(intent: dict) -> list[tuple[dict, list[dict]]]:
     The serving namespace is created by the first serving Application (sync wave -1 inside it): each later
     one puts objects in it (the InferenceObjectives of inference_scheduler sync before model_service, whose
     template renders the Namespace), and a namespaced object whose namespace does not exist yet fails its
-    sync. The apply path applies a stage at once, Namespaces first."""
-    out = [(app, component_objects(intent, app["component"])) for app in intent["gitops"]["apps"]]
-    out = [(app, objs) for app, objs in out if objs]
+    sync. The apply path applies a stage at once, Namespaces first. Every object but an adopted one carries
+    the site's creation annotation, as the apply path writes it with an object's first apply."""
+    own = intent["ownership"]
+    out = []
+    for app in intent["gitops"]["apps"]:
+        # created by the site, as the apply path marks what it creates (module_utils/ownership.py); an object the
+        # site adopts keeps its owner's marks
+        objs = [
+            o if ownership.adopted(o, own["adopt"]) else ownership.stamp(o, own)
+            for o in component_objects(intent, app["component"])
+        ]
+        if objs:
+            out.append((app, objs))
     serving = [(app, objs) for app, objs in out if app["component"] in intent["stages"]["serving"]]
     if serving:
         moved = [o for _app, objs in serving for o in objs if o["kind"] == "Namespace"]
