@@ -68,7 +68,7 @@ include mk/*.mk
 
 PYTEST      := $(PY) -m pytest -q -p no:cacheprovider --durations=30
 
-pytest: setup controlplane
+pytest: setup controlplane egctl
 	$(PYTEST) tests --ignore=tests/bench
 
 # The same tests as two sessions that make test runs side by side: the reliability catalogue (one
@@ -77,7 +77,7 @@ pytest: setup controlplane
 pytest-reliability: setup controlplane
 	$(PYTEST) tests/reliability
 
-pytest-rest: setup controlplane
+pytest-rest: setup controlplane egctl
 	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
@@ -87,7 +87,7 @@ pytest-rest: setup controlplane
 test:
 	$(MAKE) --no-print-directory -k -j2 --output-sync=target lint sanity pytest-rest pytest-reliability molecule
 
-bench: setup controlplane
+bench: setup controlplane egctl
 	$(PY) -m pytest -q -s tests/bench
 
 clean: cluster-down

@@ -197,6 +197,31 @@ def test_kserve_runs_the_engine_image_on_the_sovereign_models_deployment(kserve_
     preset = _get(kserve_plane, "llminferenceserviceconfig", "kserve-config-llm-template", "-n", KSERVE_NAMESPACE)
     assert preset, "the KServe controller installs its presets at start"
     assert _main(preset["spec"]["template"])["image"] != engine  # the image below is ours, not the preset's
+    # OpenShift AI's inference Gateway (its DSC creates it on a cluster): KServe writes its route only once the
+    # Gateway its route template names exists
+    gw = intent["options"]["model_service"]["model_service_gateway"]
+    ocp = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gw["namespace"]}},
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "openshift-default"},
+            "spec": {"controllerName": "openshift.io/gateway-controller/v1"},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": gw,
+            "spec": {
+                "gatewayClassName": "openshift-default",
+                "listeners": [
+                    {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}
+                ],
+            },
+        },
+    ]
+    made = _apply(kserve_plane, ocp)
+    assert made.returncode == 0, made.stderr
     svcs = _serve(kserve_plane, intent, intent["serving"]["namespace"])
     try:
         dep = _wait_get(kserve_plane, "deployment", m["names"]["main_workload"], "-n", intent["serving"]["namespace"])
@@ -206,6 +231,14 @@ def test_kserve_runs_the_engine_image_on_the_sovereign_models_deployment(kserve_
         assert "vllm serve" in " ".join(main.get("command") or []), main.get("command")
         env = {e["name"]: e.get("value") for e in main.get("env") or []}
         assert env["VLLM_ADDITIONAL_ARGS"] == _main(m["main"]["template"])["env"][0]["value"]
+        # KServe's own route matches the model's path on any Host: the Host the front door sends (its own
+        # Service name on-prem, the public name on a burst cluster, whose gateway forwards it) reaches it
+        route = _wait_get(kserve_plane, "httproute", f"{m['name']}-kserve-route", "-n", intent["serving"]["namespace"])
+        assert not route["spec"].get("hostnames"), route["spec"].get("hostnames")
+        prefixes = [
+            mt["path"]["value"] for r in route["spec"]["rules"] for mt in r.get("matches") or [] if "path" in mt
+        ]
+        assert any(p.startswith(f"/{intent['serving']['namespace']}/{m['name']}/") for p in prefixes), prefixes
     finally:
         _delete(kserve_plane, svcs)
 

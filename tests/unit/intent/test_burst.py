@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, burst
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, burst, burst_pin
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
@@ -201,14 +201,15 @@ def test_sovereign_sized_for_the_base_and_burst_for_the_spike_standing_at_zero(i
     remote = triggers["sovereign-queue"]["metadata"]
     # scale from zero on the sovereign cluster's queue, read from its Thanos querier
     assert remote["serverAddress"].startswith("https://thanos-querier-openshift-monitoring.apps.onprem-fra-1")
-    assert "llm_d_epp_average_queue_size" in remote["query"] and float(remote["activationThreshold"]) > 0
+    assert "llm_d_epp_flow_control_queue_size" in remote["query"] and float(remote["activationThreshold"]) > 0
     (auth,) = [a for a in kind(objects[BURST], "TriggerAuthentication") if a["metadata"]["name"].endswith(SOV)]
     assert triggers["sovereign-queue"]["authenticationRef"]["name"] == auth["metadata"]["name"]
     assert not any("data" in s or "stringData" in s for s in kind(objects[BURST], "Secret") if "sovereign" in str(s))
     # one ScaledObject per workload: serving_autoscaling renders none for the burst model
     assert len(kind(objects[BURST], "ScaledObject")) == 1
-    # the burst cluster renders no front door, the sovereign no scale-from-zero
-    assert not kind(objects[BURST], "HTTPRoute") and not kind(objects[SOV], "PinnedImageSet")
+    # the burst cluster renders no front door (no pin, no fallback Backend), the sovereign no scale-from-zero
+    assert not kind(objects[BURST], "ValidatingAdmissionPolicy") and not kind(objects[SOV], "PinnedImageSet")
+    assert not [b for b in kind(objects[BURST], "Backend") if b["spec"].get("fallback")]
 
 
 def test_pinned_images_are_exactly_the_digests_the_sovereign_runs(intents, objects):
@@ -377,7 +378,7 @@ def test_only_burstable_classes_can_reach_the_burst_backend(objects):
     assert set(_route_for(route, path, {"x-inference-class": "public"})) == {onprem, *off}
     for headers in ({"x-inference-class": "regulated"}, {}, {"x-inference-class": "Public"}, {"x-other": "public"}):
         assert _route_for(route, path, headers) == [onprem], headers
-    assert burst.pin_violations(route["spec"]["rules"], onprem, "x-inference-class", ["public"]) == []
+    assert burst_pin.pin_violations(route["spec"]["rules"], onprem, "x-inference-class", ["public"]) == []
 
 
 @pytest.mark.parametrize(
@@ -402,13 +403,13 @@ def test_the_render_time_pin_check_fails_on_a_regulated_route_to_a_burst_backend
     else:
         del rules[0]["matches"][0]["headers"]
     onprem = rules[-1]["backendRefs"][0]["name"]
-    assert burst.pin_violations(rules, onprem, "x-inference-class", ["public"])
+    assert burst_pin.pin_violations(rules, onprem, "x-inference-class", ["public"])
 
 
 def test_the_build_refuses_to_render_a_route_the_pin_check_rejects(site_vars, monkeypatch):
-    real = burst.pin_violations
+    real = burst_pin.pin_violations
     monkeypatch.setattr(
-        burst,
+        burst_pin,
         "pin_violations",
         lambda rules, *a: real(
             [

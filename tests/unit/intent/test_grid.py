@@ -75,6 +75,7 @@ class Gateway:
             r for r in kind(objs, "AIGatewayRoute") if any(p["name"] == name for p in r["spec"]["parentRefs"])
         ]
         self.limits = {b["spec"]["targetRefs"][0]["name"]: b for b in kind(objs, "BackendTrafficPolicy")}
+        self.rewrites = kind(objs, "InferenceModelRewrite")
 
     def _authenticate(self, headers: dict) -> str | None:
         """Envoy Gateway apiKeyAuth: the client id whose key the request carries, forwarded in a header."""
@@ -116,6 +117,19 @@ class Gateway:
         _, route, rule = best
         return 200, {"route": route["metadata"]["name"], **rule["backendRefs"][0]}, headers
 
+    def engine_model(self, backend: dict, model: str) -> str:
+        """The body's model the pool's endpoint picker forwards (llm-d-router v0.9.0 director.go): the target of
+        the first rule, among the InferenceModelRewrites of that pool, whose match names the model; else as
+        sent. Envoy AI Gateway leaves the body of an InferencePool backend alone (modelNameOverride ignored)."""
+        for w in self.rewrites:
+            ref = w["spec"]["poolRef"]
+            if ref["name"] != backend["name"] or ref.get("group", "inference.networking.k8s.io") != backend["group"]:
+                continue
+            for rule in w["spec"]["rules"]:
+                if any(m["model"]["value"] == model for m in rule.get("matches") or []) or not rule.get("matches"):
+                    return rule["targets"][0]["modelRewrite"]
+        return model
+
     @staticmethod
     def _matches(m: dict, headers: dict) -> bool:
         have = headers.get(m["name"].lower())
@@ -141,6 +155,10 @@ def _tenant(intent, name):
 
 def _pool(intent, model):
     return next(m["names"]["pool"] for m in intent["serving"]["models"] if m["name"] == model)
+
+
+def _class_of(intent, pool):
+    return next(m["name"] for m in intent["serving"]["models"] if m["names"]["pool"] == pool)
 
 
 def _served(intent, model):
@@ -320,8 +338,8 @@ def test_cascade_order_and_escalation(gateway, intent):
             status, backend, _ = gateway.handle(hdr, "auto")
             assert status == 200
             reached.append(backend["name"])
-            # the class gets its own model name, not the cascade's
-            assert backend["modelNameOverride"] in {_served(intent, m) for m in allowed}
+            # the class's endpoint picker hands its engine the class's own model name, not the cascade's
+            assert gateway.engine_model(backend, "auto") == _served(intent, _class_of(intent, backend["name"]))
         want = [_pool(intent, allowed[min(i, len(allowed) - 1)]) for i in range(3)]
         assert reached == want, t["name"]
         big = gateway.handle(key, "auto", body_bytes=40000)[1]["name"]

@@ -411,7 +411,7 @@ def test_defect6_escalation_outranks_kserve_and_originates_tls(intents):
     intent = intents["example-edge-fleet"]["store-berlin-001"]
     objs = objects_of(intent)
     ns = intent["serving"]["namespace"]
-    route = by_kind(objs, "HTTPRoute")[0]
+    route = next(r for r in by_kind(objs, "HTTPRoute") if r["metadata"]["name"].endswith("-escalation"))
     kserve_prefixes = {
         f"/{ns}/qwen-edge/v1/{ep}" for ep in ("completions", "chat/completions", "responses", "messages")
     }
@@ -421,10 +421,11 @@ def test_defect6_escalation_outranks_kserve_and_originates_tls(intents):
         assert match["headers"] == [{"type": "Exact", "name": "x-llm-escalate", "value": "true"}]
         prefixes.add(match["path"]["value"])
     assert prefixes == kserve_prefixes, "equal prefixes plus one header match outrank KServe's rules"
-    svc = next(o for o in by_kind(objs, "Service") if o["spec"].get("type") == "ExternalName")
-    tls = by_kind(objs, "BackendTLSPolicy")
-    assert tls and tls[0]["spec"]["targetRefs"][0]["name"] == svc["metadata"]["name"]
-    assert tls[0]["spec"]["validation"]["hostname"] == svc["spec"]["externalName"]
+    # TLS to the regional grid is originated by the gateway (Envoy Gateway Backend, SNI = the grid's name)
+    (ref,) = {b["name"] for r in route["spec"]["rules"] for b in r["backendRefs"]}
+    backend = next(b for b in by_kind(objs, "Backend") if b["metadata"]["name"] == ref)
+    assert backend["spec"]["tls"]["sni"] == backend["spec"]["endpoints"][0]["fqdn"]["hostname"]
+    assert backend["spec"]["tls"]["wellKnownCACertificates"] == "System"
     # sites without escalation get no route
     assert not by_kind(objects_of(intents["example-edge-fleet"]["clinic-lyon-002"]), "HTTPRoute")
 

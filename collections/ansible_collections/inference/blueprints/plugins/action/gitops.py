@@ -10,7 +10,11 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render as render_mod
 
-ARGUMENT_SPEC = {"hosts": {"type": "list", "elements": "str"}}
+ARGUMENT_SPEC = {
+    "hosts": {"type": "list", "elements": "str"},
+    "write": {"type": "bool", "default": True},
+    "stages": {"type": "list", "elements": "str", "choices": ["platform", "serving"], "default": ["serving"]},
+}
 
 
 class ActionModule(intents_mod.IntentAction):
@@ -23,6 +27,8 @@ class ActionModule(intents_mod.IntentAction):
         task_vars = task_vars or {}
         try:
             intents = self._intents(task_vars, self._hosts(args, task_vars))
+            if not args["write"]:
+                return self._tracked(result, intents, args["stages"])
             sites: dict[str, dict] = {}
             for host, intent in intents.items():
                 if intent["site"]["delivery"] == "gitops":
@@ -41,5 +47,21 @@ class ActionModule(intents_mod.IntentAction):
             files=files,
             trees=sorted(sites),
             msg=f"{len(files)} files in {', '.join(sorted(sites)) or 'no tree'} ({len(changed)} written or removed)",
+        )
+        return result
+
+    @staticmethod
+    def _tracked(result: dict, intents: dict, stages: list[str]) -> dict:
+        """write=false: what each GitOps cluster's Applications deploy, as Argo CD tracks it (drift.yml)."""
+        objects = {}
+        for host, intent in intents.items():
+            if intent["site"]["delivery"] != "gitops":
+                continue
+            components = [c for stage in stages for c in intent["stages"][stage]]
+            objects[host] = gitops_mod.tracked(intent, components)
+        result.update(
+            changed=False,
+            objects=objects,
+            msg=f"{sum(len(v) for v in objects.values())} objects of {len(objects)} GitOps cluster(s)",
         )
         return result

@@ -20,7 +20,7 @@ import sys
 
 from ansible_collections.inference.blueprints.plugins.module_utils import inventory_files
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, schema, summary
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
@@ -368,6 +368,10 @@ def site_intents(site: str, blueprints_dir: str | None, extra_vars: dict | None 
             out[host] = build.site_intent(host, values, names, candidates, ignore=MAGIC_VARS)
         except SchemaError as e:
             raise CliError(str(e)) from None
+    try:
+        gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster
+    except SchemaError as e:
+        raise CliError(str(e)) from None
     return out
 
 

@@ -27,6 +27,19 @@ options:
     description: Cluster hosts to consider. Defaults to the current host.
     type: list
     elements: str
+  write:
+    description:
+      - With V(false), write nothing and return in RV(objects) what each GitOps cluster's Applications deploy, with
+        the tracking annotation Argo CD puts on them (C(argocd.argoproj.io/tracking-id)); C(playbooks/drift.yml)
+        compares the live objects with them.
+    type: bool
+    default: true
+  stages:
+    description: With O(write=false), the stages whose components' objects are returned.
+    type: list
+    elements: str
+    choices: [platform, serving]
+    default: [serving]
 seealso:
   - module: inference.blueprints.site
   - module: inference.blueprints.render
@@ -42,21 +55,32 @@ EXAMPLES = r"""
 RETURN = r"""
 files:
   description: Every file of the trees, with what happened to it (created, changed, unchanged, deleted).
-  returned: success
+  returned: O(write=true)
   type: list
   elements: dict
 trees:
   description: The tree roots written (render_dir of each site).
-  returned: success
+  returned: O(write=true)
   type: list
   elements: str
+objects:
+  description: With O(write=false), per GitOps cluster the objects its Applications deploy, tracking annotation set.
+  returned: O(write=false)
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(argument_spec={"hosts": {"type": "list", "elements": "str"}}, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={
+            "hosts": {"type": "list", "elements": "str"},
+            "write": {"type": "bool", "default": True},
+            "stages": {"type": "list", "elements": "str", "choices": ["platform", "serving"], "default": ["serving"]},
+        },
+        supports_check_mode=True,
+    )
     module.fail_json(msg="inference.blueprints.gitops runs on the controller through its action plugin")
 
 

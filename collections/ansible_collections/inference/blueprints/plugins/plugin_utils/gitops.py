@@ -15,6 +15,7 @@ import json
 import os
 
 import yaml
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as platform_render
@@ -85,15 +86,60 @@ def _application(g: dict, app: dict, labels: dict) -> dict:
     }
 
 
+def app_objects(intent: dict) -> list[tuple[dict, list[dict]]]:
+    """[(Application, its objects)] of one cluster, in sync-wave order, Applications with no object left out.
+
+    The serving namespace is created by the first serving Application (sync wave -1 inside it): each later
+    one puts objects in it (the InferenceObjectives of inference_scheduler sync before model_service, whose
+    template renders the Namespace), and a namespaced object whose namespace does not exist yet fails its
+    sync. The apply path applies a stage at once, Namespaces first. Every object but an adopted one carries
+    the site's creation annotation, as the apply path writes it with an object's first apply."""
+    own = intent["ownership"]
+    out = []
+    for app in intent["gitops"]["apps"]:
+        # created by the site, as the apply path marks what it creates (module_utils/ownership.py); an object the
+        # site adopts keeps its owner's marks
+        objs = [
+            o if ownership.adopted(o, own["adopt"]) else ownership.stamp(o, own)
+            for o in component_objects(intent, app["component"])
+        ]
+        if objs:
+            out.append((app, objs))
+    serving = [(app, objs) for app, objs in out if app["component"] in intent["stages"]["serving"]]
+    if serving:
+        moved = [o for _app, objs in serving for o in objs if o["kind"] == "Namespace"]
+        for _app, objs in serving:
+            objs[:] = [o for o in objs if o["kind"] != "Namespace"]
+        for o in moved:
+            o.setdefault("metadata", {}).setdefault("annotations", {})[WAVE] = "-1"
+        serving[0][1][:0] = moved
+    return [(app, objs) for app, objs in out if objs]
+
+
+def tracked(intent: dict, components) -> list[dict]:
+    """The objects this cluster's Applications of ``components`` deploy, with the tracking annotation Argo CD
+    v3 writes on them (``<application>:<group>/<kind>:<namespace>/<name>``; the Applications live in the
+    namespace of their Argo CD, so the name is the Application's own). What drift.yml compares a GitOps
+    cluster with: an object another cluster's Application took shows its name here."""
+    out = []
+    for app, objs in app_objects(intent):
+        if app["component"] not in components:
+            continue
+        for obj in objs:
+            meta = obj.setdefault("metadata", {})
+            group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+            value = f"{app['name']}:{group}/{obj['kind']}:{meta.get('namespace') or ''}/{meta['name']}"
+            meta.setdefault("annotations", {})[gitops_mod.TRACKING_ANNOTATION] = value
+            out.append(obj)
+    return out
+
+
 def cluster_tree(intent: dict) -> dict[str, dict]:
     """{relative path: object} of one cluster: component directories, apps/ and kustomizations."""
     g, host, labels = intent["gitops"], intent["host"], intent["labels"]
     files: dict[str, dict] = {}
     app_files = []
-    for app in g["apps"]:
-        objs = component_objects(intent, app["component"])
-        if not objs:
-            continue
+    for app, objs in app_objects(intent):
         base = f"clusters/{host}/{app['directory']}"
         names = []
         for obj in objs:
@@ -108,47 +154,57 @@ def cluster_tree(intent: dict) -> dict[str, dict]:
     return files
 
 
-def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
-    """{relative path: object} of a site's whole repository (the clusters sharing one render_dir)."""
-    files: dict[str, dict] = {}
+def _project(intents: dict[str, dict]) -> dict:
+    """The site's AppProject: this repository, every cluster's destination. Each root holds the same
+    object, so bootstrapping several roots on one Argo CD (a hub) leaves it as it is."""
     first = next(iter(intents.values()))
     g = first["gitops"]
-    waits = []
-    roots = []
-    destinations = set()
-    for _host, intent in sorted(intents.items()):
-        files.update(cluster_tree(intent))
-        waits += [w for ws in intent["platform"]["waits"].values() for w in ws]
-        waits += waits_mod.for_components(intent, intent["stages"]["serving"])
-        destinations.add(intent["gitops"]["destination_server"])
-        root = {**intent["gitops"]["root"], "wave": "0", "server": "https://kubernetes.default.svc"}
-        root_file = f"{intent['gitops']['root']['name']}.yaml"
-        files[f"argocd/{root_file}"] = _application(
-            {**g, "project": intent["gitops"]["project"]}, root, first["labels"]
-        )
-        roots.append(root_file)
-    project = {
+    servers = {i["gitops"]["destination_server"] for i in intents.values()}
+    return {
         "apiVersion": gitops_mod.API_APP,
         "kind": "AppProject",
         "metadata": {"name": g["project"], "namespace": g["argocd_namespace"], "labels": first["labels"]},
         "spec": {
             "description": f"inference.blueprints site {first['site']['name']} ({first['site']['blueprint']})",
             "sourceRepos": [g["repo_url"]],
-            "destinations": [{"server": d, "namespace": "*"} for d in sorted(destinations)]
-            + [{"server": "https://kubernetes.default.svc", "namespace": g["argocd_namespace"]}],
+            "destinations": [{"server": d, "namespace": "*"} for d in sorted(servers)]
+            + [{"server": gitops_mod.IN_CLUSTER, "namespace": g["argocd_namespace"]}],
             "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
             "namespaceResourceWhitelist": [{"group": "*", "kind": "*"}],
         },
     }
-    files["argocd/appproject.yaml"] = project
+
+
+def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
+    """{relative path: object} of a site's whole repository (the clusters sharing one render_dir).
+
+    Raises SchemaError when two clusters' Applications would land on one destination."""
+    gitops_mod.check_destinations(intents)
+    files: dict[str, dict] = {}
+    first = next(iter(intents.values()))
+    g = first["gitops"]
+    waits = []
+    for _host, intent in sorted(intents.items()):
+        files.update(cluster_tree(intent))
+        waits += [w for ws in intent["platform"]["waits"].values() for w in ws]
+        waits += waits_mod.for_components(intent, intent["stages"]["serving"])
+    project = _project(intents)
     health = {
         "apiVersion": gitops_mod.ARGOCD_CR_API,
         "kind": "ArgoCD",
         "metadata": {"name": g["argocd_instance"], "namespace": g["argocd_namespace"]},
         "spec": {"resourceHealthChecks": gitops_mod.health_checks(waits)},
     }
-    files["argocd/health-checks.yaml"] = health
-    files["argocd/kustomization.yaml"] = _kustomization(["appproject.yaml", "health-checks.yaml", *roots])
+    for _host, intent in sorted(intents.items()):
+        gi = intent["gitops"]
+        # the app-of-apps runs where its Argo CD runs: it creates Applications in that Argo CD's namespace
+        root = {**gi["root"], "wave": "0", "server": gitops_mod.IN_CLUSTER}
+        root_file = f"{gi['root']['name']}.yaml"
+        base = gi["root"]["directory"]
+        files[f"{base}/{root_file}"] = _application({**g, "project": gi["project"]}, root, first["labels"])
+        files[f"{base}/appproject.yaml"] = project
+        files[f"{base}/health-checks.yaml"] = health
+        files[f"{base}/kustomization.yaml"] = _kustomization(["appproject.yaml", "health-checks.yaml", root_file])
     return files
 
 
@@ -156,6 +212,9 @@ def write(root: str, files: dict[str, dict], check_mode: bool = False) -> list[d
     """Write the tree under ``root``; remove stale YAML in the directories it owns. Results per file."""
     results = []
     owned_dirs = {os.path.dirname(p) for p in files}
+    # argocd/ itself: earlier releases wrote every cluster's root into one argocd/kustomization.yaml,
+    # which bootstrapped both clusters' trees on each cluster; a rewrite removes it
+    owned_dirs |= {"argocd"} if any(p.startswith("argocd/") for p in files) else set()
     for rel, obj in sorted(files.items()):
         path = os.path.join(root, rel)
         text = _dump(obj)

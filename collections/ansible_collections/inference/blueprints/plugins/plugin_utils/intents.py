@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, schema
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema
 
 # Variables Ansible defines for every host; never site variables.
 MAGIC = frozenset(
@@ -85,6 +85,7 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
         values = {n: hv[n] for n in names if n in wanted}
         set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
         out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)
+    gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster
     return out
 
 

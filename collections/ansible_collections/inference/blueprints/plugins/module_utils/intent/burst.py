@@ -11,26 +11,20 @@ variable (inventory.SOVEREIGN_BURST) and the plans.
   (the sovereign the base, a burst cluster the spike over it) and its standing footprint (a burst
   cluster scales from zero).
 * ``build(site, intent)``: ``intent["burst"]``, everything the ``burst_routing`` role renders: on the
-  sovereign cluster the front door (Envoy Gateway Backends and route), its passive health check and
-  the regulated pin as a ValidatingAdmissionPolicy; on a burst cluster the KEDA ScaledObjects that
-  scale from zero on the sovereign cluster's queue, the PinnedImageSet and the warm-up budget.
-* ``pin_violations(rules, ...)``: the render-time half of the regulated pin: any route rule that can
-  send a regulated, unclassified or unknown-class request to a backend other than the on-prem one.
+  sovereign cluster the front door (intent/burst_routes.py: Envoy Gateway Backends, route, Host rewrite,
+  spill-over retry and passive health check) and the regulated pin (intent/burst_pin.py, a
+  ValidatingAdmissionPolicy); on a burst cluster the TLS listener and route the front door reaches, the
+  KEDA ScaledObjects that scale from zero on the sovereign cluster's queue, the PinnedImageSet and the
+  warm-up budget.
+* ``flow_control(site, plan)``: the sovereign endpoint picker's bands, whose full burstable band answers
+  429 and spills over (intent/burst_routes.py).
 * ``digest_differences(intents)``: the model digests two clusters' intents run differently.
 
-Facts about the upstream objects (sources: github.com/envoyproxy/gateway v1.9.0 api/v1alpha1
-backend_types.go and healthcheck_types.go; sigs.k8s.io/gateway-api v1.5.1 apis/v1 httproute_types.go;
-k8s.io/api v0.35 admissionregistration/v1; github.com/kedacore/keda/v2 v2.20.2 scaledobject_types.go):
-
-* A ``Backend`` with ``fallback: true`` gets traffic only when the route's other backends are unhealthy
-  (Envoy priorities, overprovisioning factor 1.4); a passive health check (outlier detection) in a
-  BackendTrafficPolicy ejects a backend after ``consecutive5XxErrors``; its ``maxEjectionPercent``
-  defaults to 10, which never ejects a single endpoint, so it is set to 100.
-* An HTTPRoute holds at most 16 rules, a rule at most 64 matches; a match with no headers and the
-  default path ``/`` matches every request; header names match case-insensitively, ``Exact`` is the
-  default header match type (the API server applies defaults before validating admission).
-* A ValidatingAdmissionPolicy's CEL sees the defaulted object; ``lowerAscii`` is in the Kubernetes CEL
-  string library.
+Facts about the upstream objects are cited where they are used (burst_routes.py, burst_pin.py) and:
+KEDA (github.com/kedacore/keda/v2 v2.20.2 scaledobject_types.go) activates a ScaledObject from zero when a
+trigger's value passes its ``activationThreshold``; llm-d-router v0.9.0 exports the flow-control queue as
+``llm_d_epp_flow_control_queue_size{inference_pool, priority, ...}`` (pkg/epp/metrics), the queue a
+request waits in under flow control.
 """
 
 from __future__ import annotations
@@ -40,15 +34,13 @@ import os
 import re
 
 from ..planner import data as catalog
-from . import inventory
+from . import burst_routes, inventory
 from .schema import SchemaError, suggest
 from .schema import validate as schema_validate
 
 COMPONENT = "burst_routing"
 SOVEREIGN, BURST = "sovereign", "burst"
-BACKEND_GROUP, BACKEND_KIND = "gateway.envoyproxy.io", "Backend"
-MAX_RULES = 16  # HTTPRoute spec.rules MaxItems (gateway-api v1.5.1)
-MAX_MATCHES = 64  # HTTPRouteRule matches MaxItems
+flow_control = burst_routes.flow_control  # the sovereign EPP's bands (serving.py reads them)
 # The sovereign cluster stands at its planned replicas: the planner clamps min_replicas to them
 # (planner/assemble.py, min(policy.min_replicas, replicas)).
 SOVEREIGN_MIN_REPLICAS = 1 << 16
@@ -189,6 +181,15 @@ def _cluster_errors(sb: dict, served: dict, models: dict) -> list[tuple[str, str
             if not c.get("gateway"):
                 errors.append(
                     (f"{p}.gateway", "required for a burst cluster: the public name of its inference gateway")
+                )
+            elif not (c["gateway"].get("certificate") or {}).get("secret"):
+                errors.append(
+                    (
+                        f"{p}.gateway.certificate",
+                        f"required for a burst cluster: {{secret: <name>}}, the kubernetes.io/tls Secret (in the "
+                        f"serving namespace of {c['name']!r}) whose certificate its TLS listener serves for "
+                        f"{c['gateway']['hostname']}; the front door verifies it against the system CAs",
+                    )
                 )
             if not c.get("prewarm"):
                 errors.append(
@@ -339,92 +340,6 @@ def fit(site: dict) -> dict:
     }
 
 
-# ------------------------------------------------------------------------------------------ the pin
-def _is_on_prem(ref: dict, onprem: str) -> bool:
-    return ref.get("group") == BACKEND_GROUP and ref.get("kind") == BACKEND_KIND and ref.get("name") == onprem
-
-
-def pin_violations(rules: list[dict], onprem: str, header: str, burstable) -> list[str]:
-    """Route rules (HTTPRoute ``spec.rules`` shape) that can send a request which is not of a burstable
-    class to a backend other than the on-prem one. The ValidatingAdmissionPolicy says the same in CEL."""
-    out = []
-    allowed = set(burstable)
-    for i, r in enumerate(rules):
-        off = [b.get("name") for b in r.get("backendRefs") or [] if not _is_on_prem(b, onprem)]
-        if not off:
-            continue
-        matches = r.get("matches") or []
-        if not matches:
-            out.append(f"rule {i} matches every request and sends it to {', '.join(off)}")
-        for k, m in enumerate(matches):
-            guarded = any(
-                str(h.get("name", "")).lower() == header.lower()
-                and h.get("type", "Exact") == "Exact"
-                and h.get("value") in allowed
-                for h in m.get("headers") or []
-            )
-            if not guarded:
-                out.append(
-                    f"rule {i} match {k} can send a request that is not of a burstable class (regulated, unclassified "
-                    f"or unknown) to {', '.join(off)}"
-                )
-    return out
-
-
-def _cel_list(values) -> str:
-    return "[" + ", ".join("'" + v + "'" for v in values) + "]"
-
-
-def admission_policy(onprem: dict, pin: dict) -> dict:
-    """The regulated pin as the API server enforces it: a ValidatingAdmissionPolicy on HTTPRoutes of the
-    serving namespace that attach to the front door or use a gateway Backend, and on the on-prem Backend.
-    ``pin``: name, namespace, gateway (the front door's), header (the class header), burstable (class names)."""
-    name, ns, gateway, header, burstable = (pin[k] for k in ("name", "namespace", "gateway", "header", "burstable"))
-    on = onprem["name"]
-    onprem_ref = (
-        f"has(b.group) && b.group == '{BACKEND_GROUP}' && has(b.kind) && b.kind == '{BACKEND_KIND}' && b.name == '{on}'"
-    )
-    guard = (
-        f"has(r.matches) && size(r.matches) > 0 && r.matches.all(m, has(m.headers) && m.headers.exists(h, "
-        f"h.name.lowerAscii() == '{header.lower()}' && (!has(h.type) || h.type == 'Exact') && "
-        f"h.value in {_cel_list(sorted(burstable))}))"
-    )
-    front = (
-        f"(has(object.spec.parentRefs) && object.spec.parentRefs.exists(p, p.name == '{gateway}')) || "
-        "(has(object.spec.rules) && object.spec.rules.exists(r, has(r.backendRefs) && "
-        f"r.backendRefs.exists(b, has(b.kind) && b.kind == '{BACKEND_KIND}')))"
-    )
-    route_rule = (
-        f"request.resource.resource != 'httproutes' || !({front}) || !has(object.spec.rules) || "
-        f"object.spec.rules.all(r, !has(r.backendRefs) || r.backendRefs.all(b, {onprem_ref}) || ({guard}))"
-    )
-    backend_rule = (
-        f"request.resource.resource != 'backends' || object.metadata.name != '{on}' || "
-        "(has(object.spec.endpoints) && size(object.spec.endpoints) > 0 && object.spec.endpoints.all(e, "
-        f"has(e.fqdn) && e.fqdn.hostname == '{onprem['hostname']}' && e.fqdn.port == {onprem['port']}) && "
-        "!(has(object.spec.fallback) && object.spec.fallback))"
-    )
-    return {
-        "name": name,
-        "namespace": ns,
-        "validations": [
-            {
-                "expression": route_rule,
-                "message": f"regulated pin: a route rule of the front door that can reach a backend other than {on} "
-                f"must match only requests whose {header} header names a burstable class "
-                f"({', '.join(sorted(burstable))}); regulated, unclassified and unknown classes stay on-prem",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": backend_rule,
-                "message": f"regulated pin: Backend {on} is the on-prem inference gateway "
-                f"({onprem['hostname']}:{onprem['port']}); its address is fixed and it is never a fallback",
-                "reason": "Forbidden",
-            },
-        ],
-    }
-
-
 # ------------------------------------------------------------------------------------------ warm-up
 def warmup(plan: dict, w: dict, pinned: bool, engine_pinned: bool = True) -> dict:
     """Seconds from a scale-from-zero decision to a serving engine on a burst node, with the reason.
@@ -467,10 +382,6 @@ def warmup(plan: dict, w: dict, pinned: bool, engine_pinned: bool = True) -> dic
 
 
 # ------------------------------------------------------------------------------------------ build
-def _backend_name(site: dict, suffix: str) -> str:
-    return f"{site['site_name']}-{suffix}"[:63].rstrip("-")
-
-
 def build(site: dict, intent: dict) -> dict | None:
     """intent["burst"]: what burst_routing renders on this cluster, and the plan's burst figures."""
     if not enabled(site):
@@ -498,17 +409,21 @@ def build(site: dict, intent: dict) -> dict | None:
         "peak_factor": sb["peak_factor"],
         "sizing": _sizing(intent, me["role"], sb["peak_factor"]),
         "front_door": None,
+        "spill": None,
+        "ingress": None,
         "scale_from_zero": None,
         "pinned_image_sets": [],
         "warmup": [],
     }
     if me["role"] == SOVEREIGN:
-        out["front_door"] = _front_door(site, out, sov, bursts)
+        out["front_door"] = burst_routes.front_door(site, intent, out, sov, bursts)
+        out["spill"] = _spill(intent) or None
     else:
+        out["ingress"] = burst_routes.ingress(site, out, me)
         out["scale_from_zero"] = _scale_from_zero(site, intent, opts, ns, sov)
         pools = list(site["options"]["image_prewarm"]["image_prewarm_pools"]) or ["worker"]
         out["pinned_image_sets"] = [
-            {"name": _backend_name(site, f"prewarm-{pool}"), "pool": pool, "images": list(me["prewarm"])}
+            {"name": burst_routes.backend_name(site, f"prewarm-{pool}"), "pool": pool, "images": list(me["prewarm"])}
             for pool in pools
         ]
         w = site["burst_warmup"]
@@ -550,94 +465,21 @@ def _sizing(intent: dict, role: str, peak: float) -> list[dict]:
     return out
 
 
-def _front_door(site: dict, out: dict, sov: dict, bursts: list[dict]) -> dict:
-    opts = site["options"][COMPONENT]
-    ns, served, classes = out["namespace"], site["burst_served"], out["classes"]
-    header, burstable = out["class_header"], out["burstable"]
-    gw_opts = site["options"]["model_service"]["model_service_gateway"]
-    onprem = {
-        "name": _backend_name(site, "onprem"),
-        # OpenShift's Gateway API implementation names a Gateway's Service <gateway>-<gatewayclass>
-        "hostname": f"{gw_opts['name']}-{opts['burst_routing_local_gateway_class']}.{gw_opts['namespace']}.svc",
-        "port": opts["burst_routing_local_gateway_port"],
-    }
-    backends = [{**onprem, "fallback": False, "tls": None, "cluster": sov["name"]}]
-    by_cluster = {}
-    for b in bursts:
-        name = _backend_name(site, f"to-{b['name']}")
-        by_cluster[b["name"]] = name
-        backends.append(
-            {
-                "name": name,
-                "hostname": b["gateway"]["hostname"],
-                "port": b["gateway"]["port"],
-                "fallback": True,
-                "tls": {"sni": b["gateway"]["hostname"]},
-                "cluster": b["name"],
-            }
-        )
-
-    def ref(name: str) -> dict:
-        return {"group": BACKEND_GROUP, "kind": BACKEND_KIND, "name": name}
-
-    rules = []
-    on_prem = set(served.get(sov["name"]) or [])
-    for model in sorted({n for c in classes for n in c["models"]}):
-        targets = [by_cluster[b["name"]] for b in bursts if model in served.get(b["name"], [])]
-        names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
-        if not targets or not names:
-            continue
-        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
-        refs = ([ref(onprem["name"])] if model in on_prem else []) + [ref(t) for t in targets]
-        rules.append(
-            {
-                "matches": [{"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names],
-                "backendRefs": refs,
-                "timeouts": {"request": opts["burst_routing_request_timeout"]},
-            }
-        )
-    # everything else (regulated, no class, unknown class, other paths): on-prem only
-    rules.append(
-        {
-            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-            "backendRefs": [ref(onprem["name"])],
-            "timeouts": {"request": opts["burst_routing_request_timeout"]},
-        }
-    )
-    if len(rules) > MAX_RULES or any(len(r["matches"]) > MAX_MATCHES for r in rules):
-        raise SchemaError([("sovereign_burst.request_classes", f"needs {len(rules)} route rules; a route holds 16")])
-    problems = pin_violations(rules, onprem["name"], header, burstable)
-    if problems:  # the render-time pin: nothing is rendered that could send regulated traffic off-prem
-        raise SchemaError([("sovereign_burst.request_classes", p) for p in problems])
-    gateway = opts["burst_routing_gateway_name"]
-    return {
-        "gateway": {
-            "name": gateway,
-            "class": opts["burst_routing_gateway_class"],
-            "create_class": opts["burst_routing_create_gateway_class"],
-            "controller_name": opts["burst_routing_controller_name"],
-            "port": opts["burst_routing_listener_port"],
-        },
-        "onprem": onprem,
-        "backends": backends,
-        "route": {"name": _backend_name(site, "front"), "rules": rules},
-        "health": {
-            "name": _backend_name(site, "front"),
-            "consecutive_5xx": opts["burst_routing_ejection_errors"],
-            "ejection_time": opts["burst_routing_ejection_time"],
-            "max_ejection_percent": 100,
-        },
-        "pin": admission_policy(
-            onprem,
-            {
-                "name": _backend_name(site, "regulated-pin"),
-                "namespace": ns,
-                "gateway": gateway,
-                "header": header,
-                "burstable": burstable,
-            },
-        ),
-    }
+def _spill(intent: dict) -> list[dict]:
+    """Per model on the sovereign cluster: the burstable queue bound beyond which requests spill over."""
+    out = []
+    for m in intent["serving"]["models"]:
+        fc = (m.get("scheduler") or {}).get("flow_control") or {}
+        if fc.get("spill_bound"):
+            out.append(
+                {
+                    "model": m["name"],
+                    "bound": fc["spill_bound"],
+                    "activation": fc["activation"],
+                    "why": fc["bands"][-1]["why"],
+                }
+            )
+    return out
 
 
 def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
@@ -658,8 +500,9 @@ def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
             "name": "sovereign-queue",
             "server": sov["metrics_url"],
             "auth": secret,
-            # the same model's pool on the sovereign cluster (same namespace and name on both clusters)
-            "query": f'sum(llm_d_epp_average_queue_size{{name="{m["names"]["pool"]}"}})',
+            # the flow-control queue of the same model's pool on the sovereign cluster (same namespace and name
+            # on both clusters): under flow control requests wait there, below the spill bound
+            "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}"}})',
             "threshold": threshold,
             "activation": threshold,
         }
@@ -690,7 +533,13 @@ def summary_lines(intent: dict) -> list[str]:
         out.append(
             f"burst: {b['cluster']} is the sovereign cluster; classes {', '.join(regulated) or '(none)'} and any "
             f"request without a burstable {b['class_header']} stay on it; {', '.join(b['burstable']) or '(none)'} "
-            f"fail over to {', '.join(b['bursts'])} when it is ejected"
+            f"spill over to {', '.join(b['bursts'])} when on-prem refuses them (a full queue: 429) and fail over "
+            "when it is ejected"
+        )
+    for sp in b.get("spill") or []:
+        out.append(
+            f"burst {sp['model']}: spill-over beyond {sp['bound']} queued burstable requests on-prem; the burst "
+            f"cluster starts warming at a queue of {sp['activation']:g} | {sp['why']}"
         )
     for s in b["sizing"]:
         out.append(

@@ -6,8 +6,18 @@ With ``delivery: gitops`` a site is written as a repository tree (``render_dir``
 
     clusters/<cluster>/<NN>-<component>/   one YAML file per object + kustomization.yaml
     clusters/<cluster>/apps/               one Argo CD Application per component (sync wave NN)
-    argocd/                                the AppProject, one app-of-apps Application per
-                                           cluster, the health checks, kustomization.yaml
+    argocd/<cluster>/                      what is bootstrapped on that cluster's Argo CD: its
+                                           app-of-apps Application, the AppProject, the health
+                                           checks, kustomization.yaml
+
+Every cluster has a root of its own: ``oc apply -k argocd/<cluster>`` on that cluster (or, with one
+Argo CD managing several clusters, on the hub with each cluster's ``destination_server``). Its
+app-of-apps syncs only ``clusters/<cluster>/apps``, whose Applications target only that cluster's
+``destination_server``. No object is part of two Applications: Argo CD (v3.5 controller/state.go)
+reports an object whose tracking annotation names another Application as ``SharedResourceWarning``,
+and two self-healing Applications with different desired states take it from each other at every
+sync. ``check_destinations`` refuses, before anything is written, two clusters whose Applications
+would land on one destination.
 
 Argo CD (OpenShift GitOps) syncs the app-of-apps of each cluster, which syncs one Application
 per component in the blueprint's order (sync waves: the platform's components first, the
@@ -20,9 +30,14 @@ from __future__ import annotations
 
 import json
 
-from .schema import DNS_LABEL
+from .schema import DNS_LABEL, SchemaError
 
 API_APP = "argoproj.io/v1alpha1"
+# The API server of the cluster an Argo CD runs in, as that Argo CD names it (Argo CD's in-cluster).
+IN_CLUSTER = "https://kubernetes.default.svc"
+# Argo CD v3's default resource tracking: the annotation holds <app>:<group>/<kind>:<namespace>/<name>
+# (util/argo/resource_tracking.go BuildAppInstanceValue; common.AnnotationKeyAppInstance).
+TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"
 # The operator's default Argo CD instance (OpenShift GitOps) and its CR API.
 ARGOCD_CR_API = "argoproj.io/v1beta1"
 
@@ -79,6 +94,10 @@ def health_checks(waits: list[dict]) -> list[dict]:
         else:
             check = _lua_field(w["field"], w.get("value"))
         out.append({"group": group, "kind": w["kind"], "check": check})
+    # Application health: Argo CD stopped assessing it in 1.8 (docs/operator-manual/health.md, "Argocd App"),
+    # so an app-of-apps would not wait for one wave's Applications to be healthy before the next: restored
+    # here, as that page says, from the child Application's own status.health
+    out.append({"group": "argoproj.io", "kind": "Application", "check": _lua_field("status.health.status", "Healthy")})
     return sorted(out, key=lambda c: (c["group"], c["kind"]))
 
 
@@ -111,12 +130,48 @@ def build(site: dict, intent: dict) -> dict | None:
         "argocd_instance": site["options"]["gitops"]["gitops_argocd_name"],
         "project": project,
         "destination_server": g["destination_server"],
+        "destination": destination(host, g["destination_server"]),
         "root": {
             "name": f"{site['site_name']}-{host}",
             "path": "/".join(p for p in (g["path"], "clusters", host, "apps") if p),
+            # bootstrapped on this cluster's Argo CD only: oc apply -k argocd/<cluster>
+            "directory": f"argocd/{host}",
         },
         "apps": apps,
     }
+
+
+def destination(host: str, server: str) -> str:
+    """Where a cluster's Applications land: its own cluster when they name Argo CD's in-cluster server
+    (each root is bootstrapped on the cluster it deploys), else the registered API server's URL."""
+    url = server.rstrip("/").lower()
+    return f"in-cluster of {host}" if url == IN_CLUSTER else url
+
+
+def check_destinations(intents: dict[str, dict]) -> None:
+    """Refuse (SchemaError, before anything is written) two clusters delivered by GitOps whose
+    Applications target one destination: both trees would be synced into one cluster, and every object
+    both render (the LLMInferenceService, the ScaledObject) would be part of two Applications that take
+    it from each other."""
+    seen: dict[str, str] = {}
+    errors = []
+    for host, intent in sorted(intents.items()):
+        g = intent.get("gitops")
+        if not g:
+            continue
+        other = seen.setdefault(g["destination"], host)
+        if other != host:
+            errors.append(
+                (
+                    "gitops.destination_server",
+                    f"clusters {other!r} and {host!r} both deliver to {g['destination_server']}: Argo CD would sync "
+                    "both clusters' trees into one cluster, where each object they share belongs to two Applications "
+                    "that overwrite each other; give each cluster the API server Argo CD knows it by (or the "
+                    f"default {IN_CLUSTER} with argocd/<cluster> bootstrapped on that cluster itself)",
+                )
+            )
+    if errors:
+        raise SchemaError(errors, "site")
 
 
 def valid_project(name: str) -> bool:

@@ -252,8 +252,7 @@ def _tenant_routes(site: dict, t: dict, models: dict, headers: dict, cascade: di
     for r in rules:
         m = models[r["model"]]
         r["pool"] = m["names"]["pool"]
-        # a cascade request names the virtual model: the backend gets the class's real name
-        r["model_override"] = m["served_name"] if r["kind"] != "direct" else None
+        # a cascade request names the virtual model: the class's endpoint picker rewrites it (model_rewrites)
         r["objective"] = m["objectives"][t["tier"]]
     if len(rules) > MAX_ROUTE_RULES:
         raise SchemaError(
@@ -320,6 +319,18 @@ def build(site: dict, intent: dict) -> dict | None:
         "port": opts["ai_gateway_listener_port"],
         "timeout": opts["ai_gateway_request_timeout"],
         "headers": headers,
+        # callers outside the cluster (edge sites escalating here) reach the front door over TLS: this name,
+        # served with the certificate of a Secret the inventory names
+        "ingress": (
+            {
+                "listener": "https",
+                "hostname": site["ingress"]["hostname"],
+                "port": site["ingress"]["port"],
+                "certificate": site["ingress"]["certificate"]["secret"],
+            }
+            if site.get("ingress")
+            else None
+        ),
         "cost": {"namespace": COST_NAMESPACE, "key": COST_KEY, "type": "TotalToken"},
         "tiers": list(tiers.values()),
         "tenants": tenants,
@@ -334,8 +345,37 @@ def build(site: dict, intent: dict) -> dict | None:
             else None
         ),
     }
+    gw["model_rewrites"] = model_rewrites(cascade, models)
     gw["report"] = report(site, intent, tenants, cascade)
     return gw
+
+
+def model_rewrites(cascade: dict | None, models: dict) -> list[dict]:
+    """One InferenceModelRewrite per cascade class: its endpoint picker turns the virtual model into the class's
+    served name in the body. Envoy AI Gateway v1.0.0 ignores ``modelNameOverride`` (and header/body mutations) on
+    an InferencePool backend (api/v1beta1 ai_gateway_route.go), so without this the engine and every metric
+    would see ``auto``. The picker applies the first rule matching the body's model of the rewrites whose
+    poolRef is its pool, sets the body's model to the target and counts the decision in
+    ``llm_d_epp_model_rewrite_decisions_total{model_rewrite_name, model_name, target_model}`` (llm-d-router
+    v0.9.0 pkg/epp/requestcontrol/director.go applyWeightedModelRewrite, pkg/epp/metrics)."""
+    if not cascade:
+        return []
+    out = []
+    for name in cascade["order"]:
+        m = models[name]
+        out.append(
+            {
+                "name": f"{m['names']['pool']}-{cascade['model']}"[:253],
+                # the same group and version as the InferenceObjectives (KServe v0.20.0 installs both kinds)
+                "api_version": scheduler.OBJECTIVE_API_VERSION,
+                "pool": m["names"]["pool"],
+                "pool_group": scheduler.POOL_GROUP,
+                "match": cascade["model"],
+                "target": m["served_name"],
+                "labels": {"inference.blueprints/model": name},
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------------ report

@@ -241,9 +241,11 @@ TOLERATION = Field(
 _INLINE_CREDENTIAL_KEYS = ("key", "api_key", "apiKey", "token", "value", "password", "secret_key", "data")
 
 
-def _credential(value) -> str | None:
-    """A tenant credential is a Secret reference, never the key itself (the value is never echoed)."""
-    how = "give a Secret reference {secret: <name>} whose data holds the tenant's API key under the tenant's name"
+def _credential(value, how: str = "") -> str | None:
+    """A credential is a Secret reference, never the key itself (the value is never echoed)."""
+    how = (
+        how or "give a Secret reference {secret: <name>} whose data holds the tenant's API key under the tenant's name"
+    )
     if isinstance(value, str):
         return f"an inline credential is not accepted (value not shown); {how}"
     if not isinstance(value, dict):
@@ -258,6 +260,20 @@ def _credential(value) -> str | None:
     if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
         return f"secret must name a Secret (a DNS-1123 subdomain); {how}"
     return None
+
+
+def _escalation_credential(value) -> str | None:
+    """An edge escalation's credential: a Secret reference (key 'credential') and the header it goes in."""
+    how = (
+        "give {secret: <name>} (optionally header: <the grid's API-key header>), a Secret whose key 'credential' holds "
+        "this site's API key of the regional grid"
+    )
+    if isinstance(value, dict) and set(value) <= {"secret", "header"}:
+        header = value.get("header", "x-api-key")
+        if not isinstance(header, str) or not re.match(r"^[A-Za-z0-9-]+$", header):
+            return f"header must be an HTTP header name; {how}"
+        return _credential({"secret": value.get("secret")}, how)
+    return _credential(value, how)
 
 
 TENANT = Field(
@@ -415,8 +431,21 @@ BURST_CLUSTER = Field(
         "gateway": Field(
             "dict",
             options={
-                "hostname": Field("str", required=True, doc="public DNS name of the cluster's inference gateway"),
+                "hostname": Field(
+                    "str",
+                    required=True,
+                    pattern=DNS_SUBDOMAIN,
+                    pattern_doc="a DNS name (lower case)",
+                    doc="public DNS name of the cluster's inference gateway: its TLS listener's hostname and the Host "
+                    "and SNI the front door sends",
+                ),
                 "port": Field("int", minimum=1, maximum=65535, default=443),
+                "certificate": Field(
+                    "dict",
+                    options={"secret": Field("str", required=True, pattern=DNS_SUBDOMAIN, pattern_doc="a Secret name")},
+                    doc="the kubernetes.io/tls Secret (by name, in the burst cluster's serving namespace) its listener "
+                    "serves; required for a burst cluster",
+                ),
             },
             doc="burst: where the sovereign front door reaches this cluster's inference gateway (TLS)",
         ),
@@ -559,7 +588,14 @@ SITE_FIELDS: dict[str, Field] = {
         options={
             "enabled": Field("bool", default=False),
             "endpoint": Field("str", check=_http_url),
-            "model": Field("str"),
+            "model": Field("str", doc="the regional class's served name: the escalated body's model"),
+            "credential": Field(
+                "raw",
+                check=_escalation_credential,
+                secret=True,
+                doc="this site's key of the regional grid: {secret: <name>, header: <the grid's API-key header, "
+                "default x-api-key>}; the Secret's key 'credential' holds it (an inline key is not accepted)",
+            ),
         },
         doc="edge: forward hard queries to a regional endpoint",
     ),
@@ -587,6 +623,26 @@ SITE_FIELDS: dict[str, Field] = {
         doc="AI grid tiers by priority class name: max_tokens, tokens_per_minute, queue_seconds",
     ),
     "cascade": CASCADE,
+    "ingress": Field(
+        "dict",
+        options={
+            "hostname": Field(
+                "str",
+                required=True,
+                pattern=DNS_SUBDOMAIN,
+                pattern_doc="a DNS name (lower case)",
+                doc="public DNS name of the AI grid's front door (the edge sites' escalation endpoint's host)",
+            ),
+            "port": Field("int", minimum=1, maximum=65535, default=443),
+            "certificate": Field(
+                "dict",
+                required=True,
+                options={"secret": Field("str", required=True, pattern=DNS_SUBDOMAIN, pattern_doc="a Secret name")},
+                doc="the kubernetes.io/tls Secret (by name, in the serving namespace) the HTTPS listener serves",
+            ),
+        },
+        doc="ai_grid: the front door's HTTPS listener for callers outside the cluster (edge escalation)",
+    ),
     "gitops": Field(
         "dict",
         options={
@@ -650,6 +706,7 @@ SITE_ONLY = (
     "same_cluster_as",
     "tenants",
     "cascade",
+    "ingress",
     "calibration",
     "sovereign_burst",
     "vllm_version",

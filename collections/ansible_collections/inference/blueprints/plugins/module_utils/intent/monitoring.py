@@ -1,6 +1,6 @@
 # Copyright: inference.blueprints contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Monitoring, autoscaling triggers and the edge escalation route of the serving intent.
+"""Monitoring and autoscaling triggers of the serving intent (the edge escalation is intent/escalation.py).
 
 Metric names: vLLM 0.33 (``vllm:*``) and llm-d-router v0.9.0's EPP (``llm_d_epp_*``,
 pkg/epp/metrics/llm_d_router_metrics.go; the EPP protects /metrics with a TokenReview and a
@@ -8,8 +8,6 @@ SubjectAccessReview for ``get`` on the non-resource URL ``/metrics``).
 """
 
 from __future__ import annotations
-
-from urllib.parse import urlsplit
 
 # Seed 002, section 8 troubleshooting recipes, in our words: one runbook text per alert family.
 RUNBOOKS = {
@@ -266,36 +264,3 @@ def autoscaling_common(site: dict, models: list[dict]) -> dict | None:
             }
         )
     return {"scaled_objects": out} if out else None
-
-
-def escalation(site: dict, models: list[dict]) -> dict | None:
-    """Edge: requests with x-llm-escalate: true go to the regional endpoint (seed 002, 7.6).
-
-    One HTTPRoute next to KServe's: same PathPrefix per endpoint plus the header match, so Gateway
-    API precedence (equal prefix, more header matches) picks it over KServe's rule; the backend is
-    an ExternalName Service on 443 with a BackendTLSPolicy (TLS origination, system CAs).
-    """
-    esc = site.get("escalation") or {}
-    if not esc.get("enabled"):
-        return None
-    url = urlsplit(esc["endpoint"])
-    base = (url.path or "/v1").rstrip("/") or "/v1"
-    ns = site["serving_namespace"]
-    routes = []
-    for m in models:
-        rules = [
-            {
-                "path": f"/{ns}/{m['name']}/v1/{ep}",
-                "rewrite": f"{base}/{ep}",
-            }
-            for ep in OPENAI_ENDPOINTS
-        ]
-        routes.append({"model": m["name"], "name": m["names"]["escalation"], "rules": rules})
-    return {
-        "host": url.hostname,
-        "port": url.port or 443,
-        "model": esc.get("model") or "",
-        "service": f"{site['site_name']}-escalation"[:63],
-        "header": "x-llm-escalate",
-        "routes": routes,
-    }

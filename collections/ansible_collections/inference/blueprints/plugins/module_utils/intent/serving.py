@@ -13,7 +13,7 @@ templates of the serving roles give them shape.
 from __future__ import annotations
 
 from ..planner import data as catalog
-from . import burst, engine, grid, monitoring, platform, quantity, scheduler, summary
+from . import burst, engine, escalation, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -410,8 +410,9 @@ class _Model:
     def _scheduler(self) -> dict:
         opts = self.options["inference_scheduler"]
         weights = self.site.get("scorer_weights") or opts["inference_scheduler_weights"]
-        # AI grid tiers: flow control queues requests in priority bands (intent/grid.py)
-        flow = grid.flow_control(self.site, self.plan)
+        # AI grid tiers, or the sovereign burst's regulated and burstable bands: flow control queues requests
+        # in priority bands (intent/grid.py, intent/burst_routes.py)
+        flow = grid.flow_control(self.site, self.plan) or burst.flow_control(self.site, self.plan)
         # A pool that scales to zero queues requests in the EPP while it has no endpoint: with flow control
         # the router holds them (saturation is 1.0 with no candidates) and counts them in
         # llm_d_epp_flow_control_queue_size, the one router metric that moves at zero pods, which wakes the
@@ -463,5 +464,5 @@ def build(site: dict, plans: list[dict], intent: dict) -> dict:
         "models": models,
         "autoscaling": monitoring.autoscaling_common(site, models),
         "metrics_reader": monitoring.metrics_reader(site, models),
-        "escalation": monitoring.escalation(site, models),
+        "escalation": escalation.build(site, models),  # edge: intent/escalation.py
     }

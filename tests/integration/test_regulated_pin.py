@@ -1,0 +1,253 @@
+"""The regulated pin of a sovereign-burst site against every way a route or a Backend can send traffic, on
+the local control plane's real kube-apiserver (its ValidatingAdmissionPolicy, CEL) with the upstream
+Gateway API v1.6.1 (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute, UDPRoute) and Envoy Gateway v1.9.0 CRDs.
+
+One test per path (issue 26, finding 4): a RequestMirror at rule level and at backendRef level, a mirror on
+a route that is not on the front door, a GRPCRoute, a TCPRoute, a TLSRoute and a UDPRoute, the on-prem
+Backend's name in another namespace, every Backend's address, TLS name and fallback flag, a Backend of
+another name (a DynamicResolver), and an ExternalName Service. Each is refused with the policy's message;
+what stays on-prem (a route like KServe's, to an InferencePool; a guarded GRPCRoute) is accepted. The
+render-time half is tests/unit/intent/test_burst_paths.py; the HTTPRoute rule edits of earlier releases are
+in tests/integration/test_sovereign_burst.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+import yaml
+from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+
+from tests.serving_helpers import INVENTORIES
+
+pytestmark = [pytest.mark.cluster]
+
+SITE = INVENTORIES / "example-sovereign-burst"
+SOV = "onprem-fra-1"
+NS = "llm-sovereign"
+
+
+def _apply(cluster, objs: list[dict], dry_run: bool = False):
+    text = yaml.safe_dump_all(objs, sort_keys=False)
+    args = ["apply", "--server-side", "--field-manager=test-regulated-pin", "--force-conflicts", "-f", "-"]
+    if dry_run:
+        args.append("--dry-run=server")
+    return cluster.kubectl(*args, input=text)
+
+
+@pytest.fixture(scope="module")
+def pinned(cluster):
+    """The sovereign cluster's rendered burst_routing objects, applied, with the policy in force."""
+    intent = cli.site_intents(str(SITE), None)[SOV]
+    objs = render.render_component("burst_routing", intent)
+    made = _apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+    assert made.returncode == 0, made.stderr
+    done = _apply(cluster, objs)
+    assert done.returncode == 0, done.stderr
+    f = intent["burst"]["front_door"]
+    names = {
+        "gateway": f["gateway"]["name"],
+        "onprem": f["onprem"]["name"],
+        "burst": next(b["name"] for b in f["backends"] if b["fallback"]),
+        "route": next(o for o in objs if o["kind"] == "HTTPRoute"),
+        "backends": {o["metadata"]["name"]: o for o in objs if o["kind"] == "Backend"},
+    }
+    # in force once a catch-all rule to the burst Backend is refused (the informer takes a moment)
+    probe = _edit(names, lambda rules: rules[-1]["backendRefs"].append(_ref(names["burst"])))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if _apply(cluster, [probe], dry_run=True).returncode != 0:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the ValidatingAdmissionPolicy never came into force")
+    yield names
+    cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(objs))
+
+
+def _ref(name: str, **extra) -> dict:
+    return {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": name, **extra}
+
+
+def _mirror(name: str) -> dict:
+    return {"type": "RequestMirror", "requestMirror": {"backendRef": _ref(name)}}
+
+
+def _ext_service(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"type": "ExternalName", "externalName": "inference.apps.burst-aws-1.example.com"},
+    }
+
+
+def _parent(n: dict) -> list[dict]:
+    return [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": n["gateway"]}]
+
+
+def _plain_route(kind: str, n: dict, backend: str, front: bool = True) -> dict:
+    spec = {
+        "parentRefs": _parent(n) if front else [{"name": "somewhere-else"}],
+        "rules": [{"backendRefs": [{**_ref(backend), "port": 443}]}],
+    }
+    if kind == "TLSRoute":
+        spec["hostnames"] = ["inference.example.com"]
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": f"side-{kind.lower()}", "namespace": NS},
+        "spec": spec,
+    }
+
+
+def _grpc(n: dict, rule: dict) -> dict:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GRPCRoute",
+        "metadata": {"name": "side-grpc", "namespace": NS},
+        "spec": {"parentRefs": _parent(n), "rules": [rule]},
+    }
+
+
+def _edit(n: dict, change) -> dict:
+    route = copy.deepcopy(n["route"])
+    change(route["spec"]["rules"])
+    return route
+
+
+def _onprem_rule(rules: list[dict]) -> dict:
+    return next(r for r in rules if r["name"].startswith("onprem-"))
+
+
+def _backend(n: dict, name: str, change) -> dict:
+    obj = copy.deepcopy(n["backends"][name])
+    change(obj["spec"])
+    return obj
+
+
+def _cases(n: dict) -> dict[str, dict]:
+    burst, onprem = n["burst"], n["onprem"]
+    return {
+        "a RequestMirror at rule level of the regulated rule": _edit(
+            n, lambda rules: _onprem_rule(rules).setdefault("filters", []).append(_mirror(burst))
+        ),
+        "a RequestMirror at backendRef level of the regulated rule": _edit(
+            n, lambda rules: _onprem_rule(rules)["backendRefs"][0].update(filters=[_mirror(burst)])
+        ),
+        "a RequestMirror on the catch-all rule": _edit(n, lambda rules: rules[-1].update(filters=[_mirror(burst)])),
+        "the on-prem Backend's name in another namespace": _edit(
+            n, lambda rules: rules[-1]["backendRefs"][0].update(namespace="elsewhere")
+        ),
+        "a mirror to the burst Backend on a route of another gateway": {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "side-mirror", "namespace": NS},
+            "spec": {
+                "parentRefs": [{"name": "openshift-ai-inference", "namespace": "openshift-ingress"}],
+                "rules": [
+                    {
+                        "filters": [_mirror(burst)],
+                        "backendRefs": [
+                            {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "p", "port": 8000}
+                        ],
+                    }
+                ],
+            },
+        },
+        "a GRPCRoute on the front door to the burst Backend": _grpc(n, {"backendRefs": [{**_ref(burst), "port": 443}]}),
+        "a GRPCRoute on the front door mirroring to the burst Backend": _grpc(
+            n, {"filters": [_mirror(burst)], "backendRefs": [{**_ref(onprem), "port": 80}]}
+        ),
+        "a TCPRoute on the front door to the burst Backend": _plain_route("TCPRoute", n, burst),
+        "a TLSRoute on the front door to the burst Backend": _plain_route("TLSRoute", n, burst),
+        "a UDPRoute to the burst Backend from anywhere": _plain_route("UDPRoute", n, burst, front=False),
+        "the burst Backend moved to another host": _backend(
+            n, burst, lambda s: s["endpoints"][0]["fqdn"].update(hostname="models.elsewhere.example.com")
+        ),
+        "the burst Backend no longer a fallback": _backend(n, burst, lambda s: s.pop("fallback")),
+        "the burst Backend sending another TLS name": _backend(
+            n, burst, lambda s: s["tls"].update(sni="x.example.com")
+        ),
+        "the on-prem Backend moved to the burst cluster": _backend(
+            n, onprem, lambda s: s["endpoints"][0]["fqdn"].update(hostname="inference.apps.burst-aws-1.example.com")
+        ),
+        "the on-prem Backend made a fallback": _backend(n, onprem, lambda s: s.update(fallback=True)),
+        "a new DynamicResolver Backend": {
+            "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+            "kind": "Backend",
+            "metadata": {"name": "anywhere", "namespace": NS},
+            "spec": {"type": "DynamicResolver"},
+        },
+        "an ExternalName Service": _ext_service("to-burst"),
+    }
+
+
+CASES = [
+    "a RequestMirror at rule level of the regulated rule",
+    "a RequestMirror at backendRef level of the regulated rule",
+    "a RequestMirror on the catch-all rule",
+    "the on-prem Backend's name in another namespace",
+    "a mirror to the burst Backend on a route of another gateway",
+    "a GRPCRoute on the front door to the burst Backend",
+    "a GRPCRoute on the front door mirroring to the burst Backend",
+    "a TCPRoute on the front door to the burst Backend",
+    "a TLSRoute on the front door to the burst Backend",
+    "a UDPRoute to the burst Backend from anywhere",
+    "the burst Backend moved to another host",
+    "the burst Backend no longer a fallback",
+    "the burst Backend sending another TLS name",
+    "the on-prem Backend moved to the burst cluster",
+    "the on-prem Backend made a fallback",
+    "a new DynamicResolver Backend",
+    "an ExternalName Service",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_api_server_refuses_every_way_regulated_traffic_could_leave(cluster, pinned, case):
+    cases = _cases(pinned)
+    assert sorted(cases) == sorted(CASES)
+    refused = _apply(cluster, [cases[case]], dry_run=True)
+    assert refused.returncode != 0, f"{case}: accepted"
+    assert "regulated pin" in refused.stderr and "denied request" in refused.stderr.lower(), refused.stderr
+
+
+def test_what_stays_on_prem_is_accepted(cluster, pinned):
+    n = pinned
+    kserve_like = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "like-kserve", "namespace": NS},
+        "spec": {
+            "parentRefs": [{"name": "openshift-ai-inference", "namespace": "openshift-ingress"}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{NS}/m/v1/completions"}}],
+                    "backendRefs": [
+                        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "p", "port": 8000}
+                    ],
+                },
+                {"backendRefs": [{"name": "m-kserve-workload-svc", "port": 8000}]},
+            ],
+        },
+    }
+    guarded_grpc = _grpc(
+        n,
+        {
+            "matches": [{"headers": [{"name": "X-Inference-Class", "value": "public"}]}],
+            "backendRefs": [{**_ref(n["onprem"]), "port": 80}, {**_ref(n["burst"]), "port": 443}],
+        },
+    )
+    cluster_ip = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "in-cluster", "namespace": NS},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    for obj in (n["route"], *n["backends"].values(), kserve_like, guarded_grpc, cluster_ip):
+        res = _apply(cluster, [obj], dry_run=True)
+        assert res.returncode == 0, (obj["kind"], obj["metadata"]["name"], res.stderr)
