@@ -207,3 +207,13 @@ def blueprint_of(inventory: str) -> str:
         if "blueprint" in data:
             return data["blueprint"]
     raise LookupError(f"{inventory}: no blueprint variable")
+
+
+def kubectl_apply(cluster, objs: list[dict], manager: str, dry_run: bool = False):
+    """Server-side apply of ``objs`` with kubectl of the plane's Kubernetes version, as ``manager`` (the
+    CompletedProcess: tests assert on its returncode and stderr, a refusal included)."""
+    text = yaml.safe_dump_all(objs, sort_keys=False)
+    args = ["apply", "--server-side", f"--field-manager={manager}", "--force-conflicts", "-f", "-"]
+    if dry_run:
+        args.append("--dry-run=server")
+    return cluster.kubectl(*args, input=text)

@@ -21,7 +21,7 @@ import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
-from tests.serving_helpers import INVENTORIES
+from tests.serving_helpers import INVENTORIES, kubectl_apply
 
 pytestmark = [pytest.mark.cluster]
 
@@ -31,11 +31,7 @@ NS = "llm-sovereign"
 
 
 def _apply(cluster, objs: list[dict], dry_run: bool = False):
-    text = yaml.safe_dump_all(objs, sort_keys=False)
-    args = ["apply", "--server-side", "--field-manager=test-regulated-pin", "--force-conflicts", "-f", "-"]
-    if dry_run:
-        args.append("--dry-run=server")
-    return cluster.kubectl(*args, input=text)
+    return kubectl_apply(cluster, objs, "test-regulated-pin", dry_run)
 
 
 @pytest.fixture(scope="module")

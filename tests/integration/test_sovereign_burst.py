@@ -22,7 +22,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
-from tests.serving_helpers import INVENTORIES
+from tests.serving_helpers import INVENTORIES, kubectl_apply
 
 pytestmark = [pytest.mark.cluster]
 
@@ -33,11 +33,7 @@ KSERVE_NAMESPACE = "redhat-ods-applications"  # where the plane's KServe control
 
 
 def _apply(cluster, objs: list[dict], dry_run: bool = False):
-    text = yaml.safe_dump_all(objs, sort_keys=False)
-    args = ["apply", "--server-side", "--field-manager=test-sovereign-burst", "--force-conflicts", "-f", "-"]
-    if dry_run:
-        args.append("--dry-run=server")
-    return cluster.kubectl(*args, input=text)
+    return kubectl_apply(cluster, objs, "test-sovereign-burst", dry_run)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
-from ansible_collections.inference.blueprints.plugins.module_utils.ownership import ANNOTATION
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
+from ansible_collections.inference.blueprints.plugins.module_utils.ownership import ANNOTATION
 from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
 from lupa import lua51  # a test dependency (pyproject [test]); missing means the run fails
 

@@ -347,6 +347,11 @@ def _user_namespace(value: str) -> str | None:
     return None
 
 
+def _dns_name(doc: str) -> Field:
+    """A required public DNS name (a gateway's hostname)."""
+    return Field("str", required=True, pattern=DNS_SUBDOMAIN, pattern_doc="a DNS name (lower case)", doc=doc)
+
+
 def _image_digest(value: str) -> str | None:
     return (
         None if IMAGE_BY_DIGEST.match(value) else f"{value!r} is not an image pinned by digest (<repo>@sha256:<64 hex>)"
@@ -431,13 +436,9 @@ BURST_CLUSTER = Field(
         "gateway": Field(
             "dict",
             options={
-                "hostname": Field(
-                    "str",
-                    required=True,
-                    pattern=DNS_SUBDOMAIN,
-                    pattern_doc="a DNS name (lower case)",
-                    doc="public DNS name of the cluster's inference gateway: its TLS listener's hostname and the Host "
-                    "and SNI the front door sends",
+                "hostname": _dns_name(
+                    "public DNS name of the cluster's inference gateway: its TLS listener's hostname and the Host "
+                    "and SNI the front door sends"
                 ),
                 "port": Field("int", minimum=1, maximum=65535, default=443),
                 "certificate": Field(
@@ -626,12 +627,8 @@ SITE_FIELDS: dict[str, Field] = {
     "ingress": Field(
         "dict",
         options={
-            "hostname": Field(
-                "str",
-                required=True,
-                pattern=DNS_SUBDOMAIN,
-                pattern_doc="a DNS name (lower case)",
-                doc="public DNS name of the AI grid's front door (the edge sites' escalation endpoint's host)",
+            "hostname": _dns_name(
+                "public DNS name of the AI grid's front door (the edge sites' escalation endpoint's host)"
             ),
             "port": Field("int", minimum=1, maximum=65535, default=443),
             "certificate": Field(
