@@ -333,13 +333,20 @@ class ControlPlane:
         from kubernetes.client.rest import ApiException
         from simulator.kube import request
 
-        try:
-            ctype = "application/merge-patch+json" if patch else None
-            return request(self.api_client, method, path, body=body, content_type=ctype, timeout=120)
-        except ApiException as e:
-            if method == "POST" and e.status == 409:
-                return None
-            raise ControlPlaneError(f"{method} {path}: {e.status} {e.body}") from e
+        ctype = "application/merge-patch+json" if patch else None
+        for attempt in range(4):
+            try:
+                return request(self.api_client, method, path, body=body, content_type=ctype, timeout=120)
+            except ApiException as e:
+                if method == "POST" and e.status == 409:
+                    return None
+                # a busy machine (several planes and builds at once): the API server gives up on a large CRD's
+                # write with 504 Timeout, or sheds load with 429/503; the write is idempotent, so try again
+                if e.status in (429, 503, 504) and attempt < 3:
+                    time.sleep(2 * (attempt + 1))
+                    continue
+                raise ControlPlaneError(f"{method} {path}: {e.status} {e.body}") from e
+        raise AssertionError("unreachable")
 
     def apply(self, obj: dict, status: dict | None = None) -> None:
         """Create obj (no-op when it exists); then set its status through the status subresource."""
