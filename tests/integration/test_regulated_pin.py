@@ -154,6 +154,15 @@ def _cases(n: dict) -> dict[str, dict]:
                 ],
             },
         },
+        "a route of another gateway to a Service of another namespace": {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "side-service", "namespace": NS},
+            "spec": {
+                "parentRefs": [{"name": "openshift-ai-inference", "namespace": "openshift-ingress"}],
+                "rules": [{"backendRefs": [{"name": "to-burst", "namespace": "elsewhere", "port": 443}]}],
+            },
+        },
         "a GRPCRoute on the front door to the burst Backend": _grpc(n, {"backendRefs": [{**_ref(burst), "port": 443}]}),
         "a GRPCRoute on the front door mirroring to the burst Backend": _grpc(
             n, {"filters": [_mirror(burst)], "backendRefs": [{**_ref(onprem), "port": 80}]}
@@ -188,6 +197,7 @@ CASES = [
     "a RequestMirror on the catch-all rule",
     "the on-prem Backend's name in another namespace",
     "a mirror to the burst Backend on a route of another gateway",
+    "a route of another gateway to a Service of another namespace",
     "a GRPCRoute on the front door to the burst Backend",
     "a GRPCRoute on the front door mirroring to the burst Backend",
     "a TCPRoute on the front door to the burst Backend",

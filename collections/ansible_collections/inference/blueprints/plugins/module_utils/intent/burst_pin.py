@@ -23,7 +23,8 @@ backend_types.go):
 * a Service of type ExternalName in the serving namespace (any route could reach it by name).
 
 A target is on-prem when it is the on-prem Backend of the serving namespace, or (outside the front door) an
-in-cluster kind: an InferencePool or a Service (ExternalName Services are refused). A rule that can reach
+in-cluster kind: an InferencePool or a Service of the serving namespace (where ExternalName Services are
+refused). A rule that can reach
 anything else must match only requests whose class header names a burstable class (header names are
 case-insensitive, ``Exact`` is the default match type: the API server defaults objects before admission);
 a TCPRoute, TLSRoute or UDPRoute cannot match a header, so it may reach nothing but on-prem. The scope is
@@ -109,10 +110,12 @@ class _Cel:
 
     def in_cluster(self, v: str) -> str:
         """An on-prem target for a route that is not on the front door: the on-prem Backend, an InferencePool, a
-        Service (kind defaults to Service, group to core; ExternalName Services are refused below)."""
+        Service of this namespace (kind defaults to Service, group to core; ExternalName Services are refused
+        here, and one in another namespace could be one)."""
         return (
             f"({self.is_onprem(v)} || (has({v}.kind) && {v}.kind == 'InferencePool') || "
-            f"((!has({v}.group) || {v}.group == '') && (!has({v}.kind) || {v}.kind == 'Service')))"
+            f"((!has({v}.group) || {v}.group == '') && (!has({v}.kind) || {v}.kind == 'Service') && "
+            f"(!has({v}.namespace) || {v}.namespace == '{self.ns}')))"
         )
 
     def front(self) -> str:
