@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from ansible_collections.inference.blueprints.plugins.module_utils import cli, ownership
 from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts as cf
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
@@ -538,3 +538,23 @@ def test_an_unreadable_presets_engine_is_a_warning_not_a_pass_in_silence(chat):
     f = cf.summarize(facts(storage_classes=[]))
     assert cf.evaluate(f, {"engine": chat["platform"]["requirements"]["engine"]}) == []
     assert any(w.startswith("vLLM engine: no CSV names the vLLM version") for w in f["warnings"]), f["warnings"]
+
+
+def test_the_platform_takes_over_what_its_own_operators_make_and_what_it_merges_into(chat):
+    """OpenShift AI's operator creates default-dsci itself once installed: when this site installs the operator,
+    the DSCI is the site's (derived), so the operand apply does not stop on it and a teardown removes it; when
+    someone else installed the operator, it is not. An existing cluster-monitoring-config is merged into by design
+    (adopted: kept, its settings with it); one the cluster lacks is created, and so the site's."""
+    theirs = "prometheusK8s:\n  retention: 15d\n"
+    bound = platform.bind(chat, facts(cluster_monitoring_config=theirs))
+    own = ownership.of_intent(bound)
+    assert "DSCInitialization/default-dsci" in own["derived"]
+    assert "ConfigMap/openshift-monitoring/cluster-monitoring-config" in own["adopt"]
+    dsci = next(o for o in objects(bound, "operands") if o["kind"] == "DSCInitialization")
+    assert ownership.classify(dsci, {**dsci, "metadata": {"name": "default-dsci"}}, own) == ownership.OURS
+    subs = {"redhat-ods-operator/rhods-operator": {"installed_csv": "rhods-operator.3.5.0", "created_by": None}}
+    foreign = ownership.of_intent(platform.bind(chat, facts(subscriptions=subs)))
+    assert "DSCInitialization/default-dsci" not in foreign["derived"]
+    assert ownership.classify(dsci, {**dsci, "metadata": {"name": "default-dsci"}}, foreign) == ownership.FOREIGN
+    none = ownership.of_intent(platform.bind(chat, facts()))
+    assert not [a for a in none["adopt"] if "cluster-monitoring-config" in a]

@@ -746,10 +746,13 @@ def _not_ours(client, items, params):
 
 
 def _release(client, item, params, check_mode):
-    """Give back an adopted object as it was: an apply of nothing but its name, as our field manager, makes the
-    API server drop every field only we set (labels, annotations, spec); what its owner set stays."""
+    """Give back the labels and annotations the site put on an adopted object: an apply of the object without
+    them, as our field manager, makes the API server drop those only we set. Its spec and data are applied as
+    they are, so none of them is dropped: a value the site took over by force (the config.yaml of a merged
+    cluster-monitoring-config) may hold the owner's settings too, and releasing it would delete them."""
     meta = item.obj["metadata"]
-    bare = {"apiVersion": item.obj["apiVersion"], "kind": item.obj["kind"], "metadata": {"name": meta["name"]}}
+    bare = {k: v for k, v in item.obj.items() if k not in ("metadata", "status")}
+    bare["metadata"] = {"name": meta["name"]}
     if meta.get("namespace"):
         bare["metadata"]["namespace"] = meta["namespace"]
     try:

@@ -53,6 +53,20 @@ def policy(site_name: str, adopt=()) -> dict:
     return {"annotation": ANNOTATION, "value": site_name, "adopt": list(adopt or [])}
 
 
+def of_intent(intent: dict) -> dict:
+    """The policy of a cluster's deployment intent: the site's (its name, its ``adopt``) with what the platform
+    decided from the cluster read (``intent.platform.ownership``): objects an operator the site installs makes
+    itself (``derived``: OpenShift AI's DSCInitialization) and objects the platform merges into by design
+    (``adopt``: an existing cluster-monitoring-config)."""
+    own = intent["ownership"]
+    extra = (intent.get("platform") or {}).get("ownership") or {}
+    return {
+        **own,
+        "adopt": list(dict.fromkeys([*own.get("adopt", []), *extra.get("adopt", [])])),
+        "derived": list(dict.fromkeys([*own.get("derived", []), *extra.get("derived", [])])),
+    }
+
+
 def ref(obj: dict) -> str:
     """``Kind/name`` or ``Kind/namespace/name``: the form of ``adopt`` entries and of our messages."""
     meta = obj.get("metadata") or {}

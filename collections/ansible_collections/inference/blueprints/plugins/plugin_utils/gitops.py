@@ -94,7 +94,7 @@ def app_objects(intent: dict) -> list[tuple[dict, list[dict]]]:
     template renders the Namespace), and a namespaced object whose namespace does not exist yet fails its
     sync. The apply path applies a stage at once, Namespaces first. Every object but an adopted one carries
     the site's creation annotation, as the apply path writes it with an object's first apply."""
-    own = intent["ownership"]
+    own = ownership.of_intent(intent)
     out = []
     for app in intent["gitops"]["apps"]:
         # created by the site, as the apply path marks what it creates (module_utils/ownership.py); an object the

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 
 ENV_EXECUTION = "INFERENCE_BLUEPRINTS_K8S_EXECUTION"
@@ -103,7 +104,7 @@ class K8sAction(ActionBase):
         intent = (
             intents_mod.known(task_vars, task_vars.get("inventory_hostname")) if task_vars.get("hostvars") else None
         )
-        return (intent or {}).get("ownership")
+        return ownership.of_intent(intent) if intent and intent.get("ownership") else None
 
     def _validated(self):
         bulky = {k: self._task.args[k] for k in self.BULKY if self._task.args.get(k) is not None}

@@ -79,11 +79,12 @@ def render_phase(intent: dict, phase: str, components=None, state: str = "presen
     timeout = max([intent["options"][c][f"{c}_timeout"] for c in comps] or [0])
     # a removal deletes the CSVs OLM installed for the site's Subscriptions with them (they carry no annotation)
     derived = [ownership.ref(o) for o in objects if o["kind"] == "ClusterServiceVersion"] if removal else []
+    own = ownership.of_intent(intent)
     return {
         "objects": objects,
         "waits": waits,
         "dropped": dropped,
         "components": comps,
         "timeout": timeout,
-        "ownership": {**intent["ownership"], "derived": derived},
+        "ownership": {**own, "derived": own["derived"] + derived},
     }

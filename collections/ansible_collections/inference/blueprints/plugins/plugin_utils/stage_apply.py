@@ -31,6 +31,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_ap
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_facts as facts_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait as wait_mod
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
@@ -132,7 +133,7 @@ def run_apply(action, task_vars: dict, params: dict, env: dict, in_process: bool
                 "objects": objects,
                 "wait_for": waits_mod.specs(waits),
                 "wait_timeout": waits_mod.timeout_of(waits),
-                "ownership": intent["ownership"],
+                "ownership": ownership.of_intent(intent),
                 "references": waits_mod.references(intent, roles),
             }
         )
@@ -239,7 +240,7 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "objects": ops["objects"],
                 "wait_for": waits_mod.specs(ops["waits"]),
                 "wait_timeout": waits_mod.timeout_of(ops["waits"], ops["timeout"]),
-                "ownership": intent["ownership"],
+                "ownership": ownership.of_intent(intent),
                 # the operands (as far as they can be rendered now) and the serving objects: one the site may not
                 # take over (a namespace of the user's) stops the site before its operators are written
                 "claim_objects": render_platform.render_phase(intent, "operands", comps, "present")["objects"]
@@ -293,7 +294,7 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "objects": objects,
                 "wait_for": waits_mod.specs(opd["waits"]),
                 "wait_timeout": waits_mod.timeout_of(opd["waits"], opd["timeout"]),
-                "ownership": intent["ownership"],
+                "ownership": ownership.of_intent(intent),
             }
         )
         steps.append(second)

@@ -1032,6 +1032,22 @@ class _Builder:
             req["engine"] = {**self.intent["engine"], "supported": catalog.supported_vllm_versions()}
         return req
 
+    def ownership(self, values: dict) -> dict:
+        """What the platform takes over without the site listing it (module_utils/ownership.py): the
+        DSCInitialization OpenShift AI's operator creates itself once installed (rhods-operator creates
+        default-dsci unless told not to), when this site installs that operator; and an existing
+        cluster-monitoring-config, which the autoscaling component merges its setting into by design (its other
+        settings kept, the object never deleted)."""
+        derived, adopt = [], []
+        ai = values.get("openshift_ai")
+        rhods = next((o for o in self._operators if o["package"] == "rhods-operator"), None)
+        if ai and rhods and rhods["ours"]:
+            derived.append(f"DSCInitialization/{ai['dsci']['name']}")
+        mon = (values.get("autoscaling") or {}).get("monitoring")
+        if mon and self.cluster.monitoring_config():  # the cluster has one (an empty one reads as {})
+            adopt.append(f"ConfigMap/{mon['namespace']}/{mon['name']}")
+        return {"derived": derived, "adopt": adopt}
+
     # -------------------------------------------------------------- all of it
     def build(self) -> dict:
         self._operators = self.operators()
@@ -1065,6 +1081,7 @@ class _Builder:
                 "dry_run": self.dry_run,
             },
             "operators_pending": [c for c in self.components if not ready.get(c, True)],
+            "ownership": self.ownership(values),
             # set by the renderer for a removal (teardown): the operator objects then include the CSVs
             "removal": False,
             "decisions": self.decisions,
