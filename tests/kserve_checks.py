@@ -83,6 +83,11 @@ def _check_container(where: str, main: dict, want: dict, problems: list[str]) ->
                 problems.append(f"{where}: resources.{side}.{res}={have.get(res)!r}, the intent says {qty!r}")
 
 
+def _shm(pod_spec: dict) -> str | None:
+    vol = next((v for v in pod_spec.get("volumes") or [] if v["name"] == "dshm"), {})
+    return (vol.get("emptyDir") or {}).get("sizeLimit")
+
+
 def _check_lws(where: str, got: dict, wl: dict, main: dict, problems: list[str]) -> None:
     size = got["object"]["spec"]["leaderWorkerTemplate"].get("size")
     par = wl["parallelism"]
@@ -90,6 +95,40 @@ def _check_lws(where: str, got: dict, wl: dict, main: dict, problems: list[str])
         problems.append(f"{where}: group size {size} for data={par['data']} dataLocal={par['dataLocal']}")
     if "--data-parallel-size" not in " ".join(main.get("command") or []):
         problems.append(f"{where}: KServe's data-parallel preset did not start the DP ranks")
+
+
+def _check_worker(where: str, got: dict, wl: dict, leader: dict, problems: list[str]) -> None:
+    """The worker pods of a LeaderWorkerSet run ranks of the leader's engine: after KServe's merge with its
+    data-parallel preset, container main of the worker template asks for the intent's GPUs and devices,
+    runs the intent's engine arguments and environment (the same as the leader's) and /dev/shm."""
+    worker_pod = (got["object"]["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {}).get("spec") or {}
+    worker = _container(worker_pod)
+    where = f"{where} worker"
+    if not worker:
+        problems.append(f"{where}: the worker template has no container main")
+        return
+    if not wl.get("worker"):
+        problems.append(f"{where}: the intent renders no worker for a LeaderWorkerSet")
+        return
+    _check_container(where, worker, _container(wl["worker"]), problems)
+    lead_res = leader.get("resources") or {}
+    work_res = worker.get("resources") or {}
+    for side in ("requests", "limits"):
+        lead = {k: str(v) for k, v in (lead_res.get(side) or {}).items()}
+        work = {k: str(v) for k, v in (work_res.get(side) or {}).items()}
+        if lead != work:
+            problems.append(f"{where}: resources.{side} {work} differ from the leader's {lead}")
+    # what the intent sets on either pod (the presets' own, e.g. VLLM_RANDOMIZE_DP_DUMMY_INPUTS on decode
+    # workers, may differ between them)
+    lead_env, work_env = _env(leader), _env(worker)
+    ours = set(_env(_container(wl["template"]))) | set(_env(_container(wl["worker"])))
+    for key in sorted(k for k in ours if lead_env.get(k) != work_env.get(k)):
+        problems.append(f"{where}: env {key}={work_env.get(key)!r}, the leader runs {lead_env.get(key)!r} (one engine)")
+    want_shm = _shm(wl["worker"])
+    if _shm(worker_pod) != want_shm:
+        problems.append(f"{where}: /dev/shm is {_shm(worker_pod)}, not the planned {want_shm}")
+    if "--headless" not in " ".join(worker.get("command") or []):
+        problems.append(f"{where}: KServe's data-parallel preset did not start headless DP ranks")
 
 
 def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, dict]:
@@ -104,21 +143,11 @@ def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, di
             continue
         main = _container(got["template"]["spec"])
         _check_container(where, main, _container(wl["template"]), problems)
-        shm = next((v for v in got["template"]["spec"].get("volumes") or [] if v["name"] == "dshm"), {})
-        want_shm = next(v for v in wl["template"]["volumes"] if v["name"] == "dshm")
-        if (shm.get("emptyDir") or {}).get("sizeLimit") != want_shm["emptyDir"]["sizeLimit"]:
-            problems.append(
-                f"{where}: /dev/shm is {(shm.get('emptyDir') or {}).get('sizeLimit')}, not the planned size"
-            )
+        if _shm(got["template"]["spec"]) != _shm(wl["template"]):
+            problems.append(f"{where}: /dev/shm is {_shm(got['template']['spec'])}, not the planned size")
         if got["kind"] == "LeaderWorkerSet":
             _check_lws(where, got, wl, main, problems)
-            want_worker = _container(wl["worker"] or {})
-            worker_pod = got["object"]["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {}
-            have = _container(worker_pod.get("spec") or {}).get("image")
-            if want_worker.get("image") and have != want_worker["image"]:
-                problems.append(
-                    f"{where}: worker container main runs {have!r}, the intent says {want_worker['image']!r}"
-                )
+            _check_worker(where, got, wl, main, problems)
         if wl["replicas"] is not None:
             have = (got["object"].get("spec") or {}).get("replicas")
             if have != wl["replicas"]:

@@ -12,6 +12,8 @@ templates of the serving roles give them shape.
 
 from __future__ import annotations
 
+import copy
+
 from ..planner import data as catalog
 from . import burst, engine, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
@@ -219,11 +221,22 @@ class _Model:
         the rest of ``main`` stay. Left out, the preset's image runs."""
         return {"image": self.engine_image} if self.engine_image else {}
 
-    def _worker(self) -> dict:
-        """``spec.worker`` (``spec.prefill.worker``) of a data-parallel pool: the presence of the field selects
-        KServe's data-parallel preset, which fills the worker pods; its ``main`` container runs the engine
-        image too (the presets' ``worker`` has a ``main`` container of its own, merged by name as above)."""
-        return {"containers": [{"name": "main", **self._image()}]} if self.engine_image else {}
+    @staticmethod
+    def _worker(template: dict) -> dict:
+        """``spec.worker`` (``spec.prefill.worker``) of a data-parallel pool: the same pod as the leader's.
+
+        The presence of the field selects KServe's data-parallel preset (config_merge.go
+        ``combineBaseRefsConfig``). KServe v0.20.0 defaults an empty worker to ``containers: []``
+        (``LLMInferenceServiceSpec.SetDefaults``), and a strategic merge of an empty list changes
+        nothing: the preset's worker would run as it ships, with no GPU request, no
+        ``VLLM_ADDITIONAL_ARGS`` (another ``--max-model-len``, KV cache dtype and speculative config
+        than the leader's ranks) and an 8Gi /dev/shm. Each worker pod runs ``dataLocal`` ranks of the
+        same engine as the leader (the preset adds ``--headless`` and the start rank from
+        ``LWS_WORKER_INDEX``), so it gets the leader's container ``main`` (image, engine arguments and
+        environment, GPUs, RDMA device, memory) and volumes, merged by name over the preset's worker as
+        the template is over its leader (workload_multi_node.go copies ``spec.worker`` into the
+        LeaderWorkerSet's workerTemplate)."""
+        return copy.deepcopy(template)
 
     def _pod(self, pool: dict, dp_preset: bool, gpus_per_pod: int) -> dict:
         ms = self.options["model_service"]
@@ -280,15 +293,16 @@ class _Model:
         gpus_per_replica = int(pool.get("gpus_per_replica") or 1)
         tp = par["tensor"]
         gpus_per_pod = par.get("dataLocal", 1) * tp if dp_preset else gpus_per_replica
+        template = self._pod(pool, dp_preset, gpus_per_pod)
         out = {
             "role": role,
             "replicas": None if autoscaled else int(pool.get("replicas") or 1),
             "parallelism": par,
             "labels": {"inference.blueprints/model": self.name, "inference.blueprints/pool": role},
-            "template": self._pod(pool, dp_preset, gpus_per_pod),
+            "template": template,
             # `worker` selects KServe's data-parallel presets (LeaderWorkerSet); their group size is
-            # data/dataLocal, 1 when one node holds every rank. The presets fill the worker pods.
-            "worker": self._worker() if dp_preset else None,
+            # data/dataLocal, 1 when one node holds every rank. Every worker pod runs the leader's pod.
+            "worker": self._worker(template) if dp_preset else None,
             "gpus_per_pod": gpus_per_pod,
             "planned_replicas": int(pool.get("replicas") or 1),
             "gpus_per_replica": gpus_per_replica,
@@ -304,7 +318,8 @@ class _Model:
                 f"LeaderWorkerSet, data={par['data']} dataLocal={par['dataLocal']}"
                 + (" expert" if par.get("expert") else ""),
                 "data parallelism through spec.parallelism and a worker, so KServe's data-parallel preset starts "
-                "the DP ranks (--data-parallel-*, --api-server-count, IPC_LOCK/SYS_RAWIO, 8Gi shm)",
+                "the DP ranks (--data-parallel-*, --api-server-count, IPC_LOCK/SYS_RAWIO); every worker pod runs "
+                "the leader's engine arguments, GPUs, memory and /dev/shm",
             )
         return out
 
