@@ -155,6 +155,80 @@ def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, di
     return pods
 
 
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+RDMA_RESOURCE_PREFIXES = ("rdma/", "openshift.io/")
+
+
+def _pod_templates_of(got: dict) -> list[tuple[str, dict]]:
+    """(which, pod template) of one workload KServe created: a Deployment's, or a LeaderWorkerSet's leader and
+    worker (the worker pods exist only when a group has more than one pod)."""
+    if got["template"] is None:
+        return []
+    if got["kind"] != "LeaderWorkerSet":
+        return [("pod", got["template"])]
+    lwt = got["object"]["spec"]["leaderWorkerTemplate"]
+    out = [("leader", got["template"])]
+    if (lwt.get("size") or 1) > 1:
+        out.append(("worker", lwt.get("workerTemplate") or {}))
+    return out
+
+
+def crosses_nodes(intent: dict, m: dict, pods: dict) -> str | None:
+    """Why model m's traffic crosses nodes, read from what KServe runs, or None: an engine whose
+    LeaderWorkerSet groups span pods (each on a node of its own), or P/D pools exchanging KV over NIXL on a
+    site of several nodes; only counted where the nodes have RDMA NICs (hardware.interconnect rdma)."""
+    hw = intent["hardware"]
+    if hw.get("interconnect") != "rdma":
+        return None
+    for role, got in pods.items():
+        if got["kind"] == "LeaderWorkerSet" and (got["object"]["spec"]["leaderWorkerTemplate"].get("size") or 1) > 1:
+            return f"the {role} engine's ranks span {got['object']['spec']['leaderWorkerTemplate']['size']} pods"
+    if m.get("disaggregated") and m.get("nixl") and int(hw.get("nodes") or 1) > 1:
+        return "NIXL moves KV between the prefill and decode pods, placed on any of the nodes"
+    return None
+
+
+def _rdma_devices(pod_template: dict) -> int:
+    main = _container((pod_template or {}).get("spec") or {})
+    requests = (main.get("resources") or {}).get("requests") or {}
+    return sum(int(str(v)) for k, v in requests.items() if k.startswith(RDMA_RESOURCE_PREFIXES))
+
+
+def check_rdma(intent: dict, m: dict, pods: dict, problems: list[str]) -> int:
+    """Every pod KServe runs for a model whose traffic crosses nodes asks for an RDMA device and carries the
+    secondary network annotation (KServe copies it from the service); no other pod asks for one. Returns the
+    RDMA devices the model's pod templates ask for."""
+    why = crosses_nodes(intent, m, pods)
+    used = 0
+    for role, got in pods.items():
+        for which, tmpl in _pod_templates_of(got):
+            where = f"{m['name']}/{role} {got['kind']} {got['name']} {which}"
+            n = _rdma_devices(tmpl)
+            used += n
+            nets = ((tmpl.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
+            if why and not n:
+                problems.append(f"{where}: {why} over RDMA, but the pod asks for no RDMA device")
+            if why and not nets:
+                problems.append(
+                    f"{where}: {why} over RDMA, but the pod names no secondary network ({NETWORKS_ANNOTATION})"
+                )
+            if not why and n:
+                problems.append(f"{where}: asks for {n} RDMA device(s), but none of its traffic crosses nodes")
+    return used
+
+
+def check_rdma_installed(intent: dict, devices: int, problems: list[str]) -> None:
+    """The network operator is installed exactly when some pod asks for an RDMA device."""
+    installed = "network_operator" in intent["platform"]["components"]
+    if installed and not devices:
+        problems.append(
+            f"the network operator is installed ({intent['platform']['rdma']['why']}), "
+            "but no pod asks for an RDMA device"
+        )
+    if devices and not installed:
+        problems.append(f"pods ask for {devices} RDMA device(s), but no network operator advertises them")
+
+
 def _check_epp_config(epp: dict, m: dict, problems: list[str]) -> None:
     args = _container(epp["spec"]["template"]["spec"]).get("args") or []
     if "--config-text" not in args:
@@ -250,14 +324,17 @@ def check_intent(dyn, intent: dict) -> list[str]:
     """Every problem with what KServe made of one cluster's serving intent."""
     problems: list[str] = []
     ns = intent["serving"]["namespace"]
+    devices = 0
     for m in intent["serving"]["models"]:
         pods = _check_workloads(dyn, ns, m, problems)
+        devices += check_rdma(intent, m, pods, problems)
         if m["scheduler"]:
             _check_scheduler(dyn, ns, m, pods, problems)
         _check_route(dyn, ns, m, problems)
         _check_monitors(dyn, ns, m, pods, problems)
         _check_ready(dyn, ns, m, problems)
     _check_autoscaling(dyn, ns, intent, problems)
+    check_rdma_installed(intent, devices, problems)
     return problems
 
 

@@ -4,9 +4,10 @@ The example sites' LLMInferenceServices go, as the model_service role renders th
 plane running KServe v0.20.0's LLMInferenceService controller with its own presets; the tests read
 the Deployments and LeaderWorkerSets KServe creates after its merge with the presets and compare
 every pod template with the deployment intent (tests/kserve_checks.py): every rank of an engine,
-leader and workers, asks for its GPUs and runs the same engine arguments. Rendering a worker the way
-the collection used to (``worker: {}``), or one without GPUs or engine arguments, makes the same
-checks fail: that is shown here too.
+leader and workers, asks for its GPUs and runs the same engine arguments, and every pod whose traffic
+crosses nodes asks for an RDMA device and names the secondary network. Rendering a worker the way the
+collection used to (``worker: {}``), one without GPUs or engine arguments, or pods without the RDMA
+device the site installs the network operator for, makes the same checks fail: that is shown too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from controlplane import kserve_controller
 from controlplane.cluster import DEFAULT_PROFILE
 from kubernetes import dynamic
 
-from tests.kserve_checks import _check_workloads, _container, _env
+from tests.kserve_checks import (
+    NETWORKS_ANNOTATION,
+    _check_workloads,
+    _container,
+    _env,
+    check_rdma,
+    check_rdma_installed,
+)
 from tests.serving_helpers import INVENTORIES
 
 pytestmark = pytest.mark.cluster
@@ -153,3 +161,71 @@ def test_a_worker_without_gpus_or_engine_arguments_is_caught(kserve, grid, reque
     text = "\n".join(problems)
     for e in expect:
         assert e in text, text
+
+
+@pytest.fixture(scope="module")
+def chat():
+    return cli.site_intents(str(INVENTORIES / "example-chat"), None)["chat-east-1"]
+
+
+def test_the_chat_sites_pd_pods_ask_for_rdma_and_name_the_network(kserve, chat):
+    """example-chat: P/D with NIXL over RDMA. KServe makes a prefill Deployment (single-node prefill preset) and
+    a decode LeaderWorkerSet (decode data-parallel preset); every pod template asks for the RDMA device and
+    carries the service's Multus annotation, which KServe copies to the pods it creates."""
+    ns, name = "rdma-chat", "qwen-chat"
+    m = model(chat, name)
+    svc = service(chat, name)
+    create(kserve, ns, svc)
+    problems, pods = workloads(kserve, ns, m)
+    devices = check_rdma(chat, m, pods, problems)
+    check_rdma_installed(chat, devices, problems)
+    assert not problems, "\n".join(problems)
+    assert set(pods) == {"prefill", "decode"} and devices == 2
+    attach = chat["platform"]["network_operator"]["rdma"]
+    for got in pods.values():
+        tmpl = got["template"]
+        assert (
+            tmpl["metadata"]["annotations"][NETWORKS_ANNOTATION] == svc["metadata"]["annotations"][NETWORKS_ANNOTATION]
+        )
+        assert str(_container(tmpl["spec"])["resources"]["limits"][attach["resource"]]) == "1"
+    # NIXL's side channel and UCX over RDMA in both pools; the decode pool's vLLM behind the routing sidecar
+    for got in pods.values():
+        env = _env(_container(got["template"]["spec"]))
+        assert env["UCX_TLS"].startswith("rc") and env["KSERVE_INFER_ROCE"] == "true"
+
+
+def test_the_grid_flagships_ranks_ask_for_rdma(kserve, grid):
+    ns, name = "rdma-397b", "qwen-397b-a17b"
+    m = model(grid, name)
+    create(kserve, ns, service(grid, name))
+    problems, pods = workloads(kserve, ns, m)
+    assert check_rdma(grid, m, pods, problems) == 2  # the leader's and the worker's
+    assert not problems, "\n".join(problems)
+    for tmpl in lws_pods(pods, "serve"):
+        assert NETWORKS_ANNOTATION in tmpl["metadata"]["annotations"]
+
+
+def _strip_rdma(svc: dict) -> None:
+    svc["metadata"]["annotations"].pop(NETWORKS_ANNOTATION)
+    for pod in (svc["spec"]["template"], svc["spec"]["worker"]):
+        res = _container(pod)["resources"]
+        for side in ("requests", "limits"):
+            res[side] = {k: v for k, v in res[side].items() if not k.startswith("rdma/")}
+
+
+def test_rdma_that_nothing_uses_is_caught(kserve, grid):
+    """The flagship rendered without its RDMA device and network: its ranks still span two nodes, and the site
+    still installs the network operator for it. Both show."""
+    ns, name = "rdma-unused", "qwen-397b-a17b"
+    m = model(grid, name)
+    svc = service(grid, name)
+    _strip_rdma(svc)
+    create(kserve, ns, svc)
+    problems, pods = workloads(kserve, ns, m)
+    devices = check_rdma(grid, m, pods, problems)
+    check_rdma_installed(grid, devices, problems)
+    text = "\n".join(problems)
+    assert devices == 0
+    assert "the serve engine's ranks span 2 pods over RDMA, but the pod asks for no RDMA device" in text, text
+    assert "names no secondary network" in text, text
+    assert "the network operator is installed" in text and "no pod asks for an RDMA device" in text, text

@@ -14,6 +14,8 @@ Subscription (operators.coreos.com)   InstallPlan (Automatic: Complete at once; 
                                       installedCSV/currentCSV/state AtLatestKnown
 ClusterPolicy (nvidia.com)            ``status.state: ready`` + Ready condition
 NicClusterPolicy (mellanox.com)       ``status.state: ready``
+MacvlanNetwork (mellanox.com)         ``status.state: ready`` (the network operator's, once it
+                                      rendered the NetworkAttachmentDefinition)
 NodeFeatureDiscovery                  conditions Available/Upgradeable True
 DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
 Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
@@ -144,6 +146,7 @@ INSTALLPLAN = Res("operators.coreos.com", "v1alpha1", "installplans", "InstallPl
 CSV = Res("operators.coreos.com", "v1alpha1", "clusterserviceversions", "ClusterServiceVersion")
 CLUSTERPOLICY = Res("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False)
 NICCLUSTERPOLICY = Res("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClusterPolicy", False)
+MACVLANNETWORK = Res("mellanox.com", "v1alpha1", "macvlannetworks", "MacvlanNetwork", False)
 NFD = Res("nfd.openshift.io", "v1", "nodefeaturediscoveries", "NodeFeatureDiscovery")
 DSCI = Res("dscinitialization.opendatahub.io", "v1", "dscinitializations", "DSCInitialization", False)
 DSC = Res("datasciencecluster.opendatahub.io", "v1", "datascienceclusters", "DataScienceCluster", False)
@@ -241,6 +244,7 @@ class Simulator:
             INSTALLPLAN: self.on_installplan,
             CLUSTERPOLICY: self.on_clusterpolicy,
             NICCLUSTERPOLICY: self.on_nicclusterpolicy,
+            MACVLANNETWORK: self.on_macvlannetwork,
             NFD: self.on_nfd,
             DSCI: self.on_dsci,
             DSC: self.on_dsc,
@@ -669,6 +673,11 @@ class Simulator:
     def on_nicclusterpolicy(self, obj: dict) -> None:
         if (obj.get("status") or {}).get("state") != "ready":
             self.patch_status(NICCLUSTERPOLICY, obj, {"state": "ready", "appliedStates": []})
+
+    def on_macvlannetwork(self, obj: dict) -> None:
+        # network-operator v26.4.1 controllers/macvlannetwork_controller.go updateCrStatus: state of its one state
+        if (obj.get("status") or {}).get("state") != "ready":
+            self.patch_status(MACVLANNETWORK, obj, {"state": "ready"})
 
     def on_nfd(self, obj: dict) -> None:
         want = [
