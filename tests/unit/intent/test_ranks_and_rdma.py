@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import placement, summary
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -187,3 +188,42 @@ def test_the_network_operator_runs_only_where_some_pod_uses_rdma(intents, site):
         p = intent["platform"]
         assert ("network_operator" in p["components"]) is bool(users), (site, host, users, p["rdma"]["why"])
         assert p["rdma"]["needed"] is bool(users)
+
+
+# ---------------------------------------------------------------------------------- placement (plan report)
+
+
+@pytest.mark.parametrize("site", EXAMPLES)
+def test_the_plan_report_places_every_planned_pod(intents, site):
+    """The placement section of the plan report: every pool's pods, GPUs and RDMA devices per pod, and the node
+    each is planned on; its GPUs add up to the plan's, and RDMA pods sit on nodes with RDMA NICs."""
+    for host, intent in intents[site].items():
+        plan = placement.planned(intent)
+        assert not plan["unplaced"], (site, host, plan["unplaced"])
+        placed = [p for n in plan["nodes"] for p in n["pods"]]
+        plans = {e["model"]["name"]: e["plan"] for e in intent["plans"]}
+        for m in intent["serving"]["models"]:
+            pools = [w for w in (m["prefill"], m["main"]) if w]
+            want = sum(int(plans[m["name"]]["pools"][w["role"]]["gpus"]) for w in pools)
+            assert sum(p["gpus"] for p in placed if p["model"] == m["name"]) == want, (site, host, m["name"])
+            for w in pools:
+                mine = [p for p in placed if p["model"] == m["name"] and p["role"] == w["role"]]
+                assert len(mine) == w["planned_replicas"] * w["pods_per_replica"]
+                assert {p["rdma"] for p in mine} == {1 if m["rdma"] else 0}
+        for n in plan["nodes"]:
+            assert n["used"] <= n["gpus"] and (n["rdma"] or not any(p["rdma"] for p in n["pods"]))
+        text = "\n".join(summary.site_markdown(intents[site]).splitlines())
+        assert f"## {host}: placement" in text
+
+
+def test_the_chat_report_says_where_the_pd_pods_go(intents):
+    intent = intents["example-chat"]["chat-east-1"]
+    text = summary.site_markdown(intents["example-chat"])
+    assert "| qwen-chat | prefill | 2 | 1 h100 | 1 |" in text
+    assert "| qwen-chat | decode | 4 | 2 h100 | 1 |" in text
+    nodes = placement.planned(intent)["nodes"]
+    assert sum(n["used"] for n in nodes) == 10 and all(n["used"] for n in nodes), "the pools span both nodes"
+    assert any(
+        line.startswith("qwen-chat: placement decode 4 pod(s) x 2 h100 + 1 RDMA device; planned on")
+        for line in summary.lines(intent)
+    )

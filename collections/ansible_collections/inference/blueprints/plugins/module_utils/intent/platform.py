@@ -979,6 +979,23 @@ class _Builder:
                 need["for"].append(f"{name} {role} {replicas}x{int(pool.get('gpus_per_replica') or 1)}")
         return [{**v, "for": "; ".join(v["for"])} for v in needs.values()]
 
+    def _pod_needs(self) -> list[dict]:
+        """The pods the serving intent plans, by shape (cluster_facts.placement_gap packs them on the nodes):
+        every workload's planned replicas x pods per replica, each with its GPUs and RDMA devices."""
+        return [
+            {
+                "model": m["name"],
+                "role": w["role"],
+                "gpu": w["gpu"],
+                "gpus": int(w["gpus_per_pod"]),
+                "rdma": int(w.get("rdma_per_pod") or 0),
+                "count": int(w["planned_replicas"]) * int(w["pods_per_replica"]),
+            }
+            for m in self.models
+            for w in (m.get("prefill"), m.get("main"))
+            if w
+        ]
+
     def requirements(self) -> dict:
         pre = self.options["preflight"]
         apis, seen = [], set()
@@ -1022,6 +1039,7 @@ class _Builder:
             "openshift_min": pre["preflight_openshift_min"],
             "openshift_max": pre["preflight_openshift_max"],
             "gpus": self._gpu_needs(),
+            "pods": self._pod_needs(),
             "rdma": {"nodes": self.rdma["nodes"], "why": self.rdma["why"]} if self.rdma["needed"] else False,
             "apis": apis,
             "single_node": None,
