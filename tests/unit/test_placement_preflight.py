@@ -97,6 +97,11 @@ def test_rdma_pods_need_nodes_with_rdma_nics():
     assert line.startswith("Placement: 1 of 3 m decode pod(s) (4 x h100 and an RDMA device each, on one node)"), line
     assert "plain 8 of 8 free, no RDMA NIC" in line
     assert cf.placement_gap(facts, pods(("m", "decode", 4, 3))) == []  # without RDMA they fit
+    # nodes without any RDMA NIC for the plan: the RDMA check says so once, placement does not repeat it
+    none = cluster(node("plain-a", 8, rdma=False), node("plain-b", 8, rdma=False))
+    req = {**pods(("m", "decode", 4, 3, 1)), "rdma": {"nodes": 2, "why": "m moves KV between pods over RDMA"}}
+    (line,) = cf.evaluate(none, req)
+    assert line.startswith("RDMA: the plan uses RDMA (m moves KV between pods over RDMA) on 2 GPU node(s); 0 of"), line
 
 
 def test_shortfalls_the_gpu_count_reports_are_not_repeated():

@@ -756,11 +756,14 @@ def placement_gap(facts, req):
     GPU type with room for all of its GPUs (and an RDMA NIC when it asks for a device), after the site's other
     pods; a plan that needs more GPUs per node than the nodes have stops here with the numbers, never as
     Pending pods. GPU types short in total, or of a pod larger than any node, are reported by the GPU count
-    check and skipped here. [] when the pods fit or the GPUs are not observable yet."""
+    check and skipped here, and so are RDMA NICs when the RDMA check reports them missing. [] when the pods
+    fit or the GPUs are not observable yet."""
     pods = [p for p in req.get("pods") or [] if int(p.get("count") or 0) > 0 and int(p.get("gpus") or 0) > 0]
     if not pods or not facts["gpus"]["observable"]:
         return []
     nodes = placement_nodes(facts)
+    if req.get("rdma") and _rdma_gap(facts, req, req["rdma"]):
+        nodes = [{**n, "rdma": True} for n in nodes]
     short = set()
     for gpu in {p["gpu"] for p in pods}:
         have = [n["gpus"] for n in nodes if _node_has(n, gpu)]
