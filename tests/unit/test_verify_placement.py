@@ -2,7 +2,7 @@
 
 The pods are built the way KServe and the LeaderWorkerSet controller make them from the grid's rendered
 flagship (the pod templates of tests/kserve_checks, with our labels), then bound, left Pending or broken.
-The live read is tested on an API server by tests/integration/test_placement.py.
+The live read is tested on an API server by tests/integration/test_preflight_and_verify_placement.py.
 """
 
 from __future__ import annotations
