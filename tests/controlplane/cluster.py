@@ -413,12 +413,23 @@ class ControlPlane:
         ns = obj["metadata"].get("namespace")
         coll = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
         created = self._call("POST", coll, obj)
-        if status is not None:
-            # PUT, not a merge patch: some status fields are required but may be null.
-            name = obj["metadata"]["name"]
-            current = created or self._call("GET", f"{coll}/{name}")
+        if status is None:
+            return
+        # PUT, not a merge patch: some status fields are required but may be null. A controller may
+        # change the object meanwhile (kube-controller-manager's node-lifecycle controller taints a new
+        # Node): read it again and retry on a conflict.
+        name = obj["metadata"]["name"]
+        current = created or self._call("GET", f"{coll}/{name}")
+        for _ in range(10):
             current["status"] = status
-            self._call("PUT", f"{coll}/{name}/status", current)
+            try:
+                self._call("PUT", f"{coll}/{name}/status", current)
+                return
+            except ControlPlaneError as e:
+                if ": 409 " not in str(e):
+                    raise
+            current = self._call("GET", f"{coll}/{name}")
+        raise ControlPlaneError(f"PUT {coll}/{name}/status: still conflicting after 10 tries")
 
     def _sim_config(self, data: dict) -> None:
         from simulator import CONFIG_NAME, CONFIG_NAMESPACE
