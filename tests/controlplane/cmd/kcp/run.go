@@ -46,6 +46,12 @@ var kcmControllers = []string{
 	"clusterrole-aggregation-controller",
 	"deployment-controller", "replicaset-controller", "statefulset-controller",
 	"daemonset-controller", "job-controller", "pod-garbage-collector-controller",
+	// Binds PersistentVolumeClaims to the volumes made for them (artifacts.py: the pvc:// model
+	// artifacts a site stages); nothing provisions volumes dynamically here.
+	"persistentvolume-binder-controller",
+	// Lift the protection finalizers the API server's admission puts on claims and volumes once no
+	// pod uses them (else a namespace with a claim never finishes terminating).
+	"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
 	// Removes the not-ready taint the API server's TaintNodesByCondition admission puts on every new
 	// Node once kwok reports it Ready, and taints a node whose kwok Lease goes stale.
 	"node-lifecycle-controller",
@@ -321,8 +327,8 @@ func run(o runOpts) error {
 			"--root-ca-file="+p.path("ca.crt"),
 			// The workload controllers make the pods a cluster would get (Deployment ->
 			// ReplicaSet -> Pod, StatefulSet, DaemonSet, Job) and their status; the scheduler
-			// binds them and kwok, the node agent, runs them. No HPA or volume controllers:
-			// the simulator plays HPA status, nothing here provisions volumes.
+			// binds them and kwok, the node agent, runs them. No HPA controller: the simulator
+			// plays HPA status.
 			"--controllers="+strings.Join(kcmControllers, ","),
 			// kwok renews each node's Lease; on a machine this busy a renewal can come late, and a
 			// node declared NotReady would leave new pods Pending: 2 min, not the 50 s default.
