@@ -851,12 +851,13 @@ def merged_kubeconfig(planes: dict[str, ControlPlane], path: str | Path) -> str:
     """One kubeconfig with a context (and cluster and user) per plane, named after its key: several
     clusters of one site, each its own plane (as molecule/shared/create.yml merges them)."""
     merged: dict = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
-    for name, cp in planes.items():
+    for key, cp in planes.items():
+        name = str(key)  # plain str: inventory host names may come as Ansible's own str subclass
         kc = yaml.safe_load(Path(cp.kubeconfig).read_text())
         merged["clusters"].append({"name": name, "cluster": kc["clusters"][0]["cluster"]})
         merged["users"].append({"name": name, "user": kc["users"][0]["user"]})
         merged["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
-    merged["current-context"] = next(iter(planes))
+    merged["current-context"] = str(next(iter(planes)))
     Path(path).write_text(yaml.safe_dump(merged))
     Path(path).chmod(0o600)
     return str(path)

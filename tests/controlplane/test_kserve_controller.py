@@ -3,7 +3,8 @@
 One instance with the controller on (``cluster_factory(..., kserve=True)``): hand-written
 LLMInferenceServices go in, and the tests assert on what KServe itself creates from them and
 from its own presets (read from the same pinned KServe module), and on the status KServe
-concludes once the simulator plays what the kubelet and the Gateway controller would report.
+concludes from the pods kube-scheduler binds and kwok runs (and the LeaderWorkerSet controller makes)
+and from what the simulator plays for the Gateway controller.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def multi_cluster_inventory(site: str, hosts: list[str], dest: Path) -> Path:
 def site(request, tmp_path_factory) -> Site:
     name = request.param
     tmp = tmp_path_factory.mktemp(name)
-    intents = cli.site_intents(str(INVENTORIES / name), None)
+    intents = {str(h): i for h, i in cli.site_intents(str(INVENTORIES / name), None).items()}
     planes: dict[str, ControlPlane] = {}
     try:
         for host in sorted(intents):
