@@ -347,9 +347,13 @@ def main(argv=None) -> int:
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("-e", "--extra-vars", action="append", default=[])
     a = ap.parse_args(argv)
-    dyn = dynamic.DynamicClient(config.new_client_from_config(config_file=a.kubeconfig))
     intents = cli.site_intents(a.site, None, cli._parse_extra_vars(a.extra_vars))
-    report = {host: check_intent(dyn, intent) for host, intent in intents.items()}
+    # several clusters (molecule's CLUSTER_CONTEXTS): each host on the kubeconfig context of its name
+    contexts = {c["name"] for c in config.list_kube_config_contexts(config_file=a.kubeconfig)[0]}
+    report = {}
+    for host, intent in intents.items():
+        api = config.new_client_from_config(config_file=a.kubeconfig, context=host if host in contexts else None)
+        report[host] = check_intent(dynamic.DynamicClient(api), intent)
     print(json.dumps(report, indent=2))
     return 1 if any(report.values()) else 0
 

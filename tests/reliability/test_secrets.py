@@ -28,6 +28,7 @@ from tests.reliability.harness import (
     apply_edit,
     copy_inventory,
     delete_namespace,
+    stage_artifacts,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -135,6 +136,7 @@ def test_no_canary_secret_appears_anywhere(plane, tmp_path):
     common = [f"report_dir={dirs['reports']}", "preflight_fail_on_unmet=false"]
     outputs: dict[str, str] = {}
 
+    stage_artifacts(plane, inventory)  # the grid's pvc:// weights, as its storage team stages them
     # 1. converge through ansible-runner (as AAP runs it), at -vvv, with the token kubeconfig
     env = ansible_env(kubeconfig, **extra)
     runner = ansible_runner.run(
