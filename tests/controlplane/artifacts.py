@@ -42,6 +42,11 @@ def claims(intent: dict) -> list[tuple[str, str]]:
     return sorted(set(out))
 
 
+def volume_name(namespace: str, claim: str) -> str:
+    """The PersistentVolume made for a staged claim (left Released when its namespace goes)."""
+    return f"staged-{namespace}-{claim}"[:253]
+
+
 def _post(api, path: str, body: dict) -> None:
     from kubernetes.client.rest import ApiException
     from simulator.kube import request
@@ -59,7 +64,7 @@ def stage(api, intent: dict, timeout: float = 120) -> list[str]:
 
     made = []
     for ns, claim in claims(intent):
-        pv = f"staged-{ns}-{claim}"[:253]
+        pv = volume_name(ns, claim)
         _post(api, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         _post(
             api,

@@ -282,11 +282,14 @@ def stage_artifacts(plane, inventory: Path, cluster: str | None = None) -> list[
     return staged
 
 
-def remove_staged_volumes(plane) -> None:
-    """The volumes stage_artifacts made (their claims went with the site's namespace at teardown)."""
-    found = plane.call("GET", "/api/v1/persistentvolumes?labelSelector=inference.blueprints/staged-artifact")
-    for pv in found.get("items") or []:
-        plane.call("DELETE", f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+def remove_staged_volumes(plane, staged: list[str]) -> None:
+    """The volumes stage_artifacts made (``namespace/claim`` each; their claims went with the site's
+    namespace at teardown), so that the next test's object count does not hold them."""
+    from controlplane import artifacts
+
+    for item in staged:
+        with contextlib.suppress(Exception):  # gone already
+            plane.call("DELETE", f"/api/v1/persistentvolumes/{artifacts.volume_name(*item.split('/', 1))}")
 
 
 def delete_namespace(api_client, name: str, timeout: float = 120.0) -> None:

@@ -28,6 +28,7 @@ from tests.reliability.harness import (
     apply_edit,
     copy_inventory,
     delete_namespace,
+    remove_staged_volumes,
     stage_artifacts,
 )
 
@@ -116,7 +117,16 @@ def _canaries(plane, tenants: list[dict]) -> dict[str, str]:
     return canaries
 
 
-def test_no_canary_secret_appears_anywhere(plane, tmp_path):
+@pytest.fixture
+def grid_weights(plane):
+    """The grid's pvc:// weights, staged as its storage team would before a converge (kube-scheduler
+    leaves pods whose claim is missing Pending); their volumes removed after the test's teardown."""
+    staged = stage_artifacts(plane, ROOT / "inventories" / SITE)
+    yield staged
+    remove_staged_volumes(plane, staged)
+
+
+def test_no_canary_secret_appears_anywhere(plane, grid_weights, tmp_path):
     inventory = copy_inventory(SITE, tmp_path)
     tenants = yaml.safe_load((inventory / "group_vars/all/site.yml").read_text())["tenants"]
     canaries = _canaries(plane, tenants)
@@ -136,7 +146,6 @@ def test_no_canary_secret_appears_anywhere(plane, tmp_path):
     common = [f"report_dir={dirs['reports']}", "preflight_fail_on_unmet=false"]
     outputs: dict[str, str] = {}
 
-    stage_artifacts(plane, inventory)  # the grid's pvc:// weights, as its storage team stages them
     # 1. converge through ansible-runner (as AAP runs it), at -vvv, with the token kubeconfig
     env = ansible_env(kubeconfig, **extra)
     runner = ansible_runner.run(

@@ -143,12 +143,13 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
     assert cleared.rc == 0, cleared.output[-3000:]
     remove_access(plane)
     plane.service_account_token(DEPLOYER_NS, DEPLOYER)
+    staged: list[str] = []
     try:
         before = quiet_total(census)
         env, roles = grant(plane, inventory, admin, tmp_path, limit)
         assert any(r.startswith("platform: ClusterRole") for r in roles), roles
         assert any(r.startswith("serving: Role") for r in roles), roles
-        stage_artifacts(plane, inventory, cluster)  # its pvc:// weights (the namespace goes at teardown)
+        staged += stage_artifacts(plane, inventory, cluster)  # its pvc:// weights (the namespace goes at teardown)
         converge = ansible_playbook(
             PLAYBOOKS / "site.yml", inventory, env=env, extravars=site_extravars(site, tmp_path), args=limit
         )
@@ -177,13 +178,13 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
         second = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
         assert second.rc == 0, second.output[-3000:]
         access_left = remove_access(plane)
-        remove_staged_volumes(plane)
+        remove_staged_volumes(plane, staged)
         after = quiet_total(census)
     except BaseException:
         # a failed site leaves nothing that would change the next site's counts
         ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=admin, args=limit)
         remove_access(plane)
-        remove_staged_volumes(plane)
+        remove_staged_volumes(plane, staged)
         raise
     results.record(
         "teardown",
