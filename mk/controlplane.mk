@@ -1,10 +1,12 @@
-# Local control plane: kube-apiserver + kube-controller-manager + kubectl of Kubernetes
-# v1.36 built from the published Go modules (tests/controlplane/go.mod), embedded etcd,
-# the upstream CRDs read from the upstream projects' Go modules (crdsources/), the
-# test-side status simulator (tests/simulator) and the real KServe LLMInferenceService
-# controller (cmd/llmisvc of github.com/kserve/kserve, tests/controlplane/kserve/go.mod).
-# cluster-up, pytest, molecule and the demo run that controller when KCP_KSERVE=1
-# (e.g. make cluster-up KCP_KSERVE=1). See tests/controlplane/README.md.
+# Local control plane: kube-apiserver + kube-controller-manager + kube-scheduler + kubectl of
+# Kubernetes v1.36 built from the published Go modules (tests/controlplane/go.mod), embedded
+# etcd, the upstream CRDs read from the upstream projects' Go modules (crdsources/), and the
+# upstream components that run beside it, each built from its published module by a go.mod of
+# its own: kwok, the node agent (sigs.k8s.io/kwok, tests/controlplane/kwok/go.mod), the
+# LeaderWorkerSet controller (sigs.k8s.io/lws, tests/controlplane/lws/go.mod) and KServe's
+# LLMInferenceService controller (cmd/llmisvc of github.com/kserve/kserve,
+# tests/controlplane/kserve/go.mod; KCP_KSERVE=0 leaves it out). The test-side status simulator
+# (tests/simulator) plays the rest. See tests/controlplane/README.md.
 .PHONY: controlplane cluster-up cluster-down
 
 KCP_DIR     := $(ROOT)/tests/controlplane
@@ -14,6 +16,10 @@ KCP_SRCS    := $(wildcard $(KCP_DIR)/cmd/kcp/*.go) $(KCP_DIR)/go.mod $(KCP_DIR)/
 KSERVE_DIR  := $(KCP_DIR)/kserve
 KSERVE_BIN  := $(CACHE)/bin/llmisvc
 KSERVE_VER  := $(shell sed -n 's|^[[:space:]]*github.com/kserve/kserve \(v[^ ]*\).*|\1|p' $(KSERVE_DIR)/go.mod)
+KWOK_DIR    := $(KCP_DIR)/kwok
+KWOK_BIN    := $(CACHE)/bin/kwok
+LWS_DIR     := $(KCP_DIR)/lws
+LWS_BIN     := $(CACHE)/bin/lws
 CLUSTER_DIR ?= $(ROOT)/.cluster
 PROFILE     ?= h100-8x2-rdma
 GO          ?= go
@@ -48,10 +54,22 @@ $(KSERVE_BIN): $(KSERVE_DIR)/go.mod $(KSERVE_DIR)/go.sum
 	@echo "controlplane:   cold build: ~4-8 min on 2 cores; +1.4 GB Go build cache, +1.7 GB modules; cached afterwards"
 	cd $(KSERVE_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp github.com/kserve/kserve/cmd/llmisvc && mv $@.tmp $@
 
+# kwok and the LeaderWorkerSet controller: the same pattern (the upstream command built from its
+# published module; these go.mods need no replace pins). Cold: ~2-4 min each on 2 cores.
+$(KWOK_BIN): $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
+	@mkdir -p $(@D)
+	@echo "controlplane: building $@ (sigs.k8s.io/kwok/cmd/kwok) with $(KCP_GOVER)"
+	cd $(KWOK_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
+
+$(LWS_BIN): $(LWS_DIR)/go.mod $(LWS_DIR)/go.sum
+	@mkdir -p $(@D)
+	@echo "controlplane: building $@ (sigs.k8s.io/lws/cmd) with $(KCP_GOVER)"
+	cd $(LWS_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp sigs.k8s.io/lws/cmd && mv $@.tmp $@
+
 $(KCP_CRDS): $(KCP_DIR)/crdsources/sources.yaml $(KCP_DIR)/crdsources/go.sum $(KCP_DIR)/crdsources/collect.py $(STAMP)
 	$(PY) $(KCP_DIR)/crdsources/collect.py --out $@
 
-controlplane: setup $(KCP_BIN) $(KCP_CRDS) $(KSERVE_BIN)
+controlplane: setup $(KCP_BIN) $(KCP_CRDS) $(KSERVE_BIN) $(KWOK_BIN) $(LWS_BIN)
 
 cluster-up: controlplane
 	$(PY) $(KCP_DIR)/cluster.py up --profile $(PROFILE) --dir $(CLUSTER_DIR)

@@ -20,7 +20,7 @@ DEMO_BUILD_CACHE_GB := 4.6
 
 demo-intro:
 	@echo "make demo: converge inventories/$(DEMO_SITE) on a local control plane (kube-apiserver + the real KServe controller)."
-	@if [ -x $(KCP_BIN) ] && [ -x $(KSERVE_BIN) ]; then \
+	@if [ -x $(KCP_BIN) ] && [ -x $(KSERVE_BIN) ] && [ -x $(KWOK_BIN) ] && [ -x $(LWS_BIN) ]; then \
 	  echo "  control plane and KServe controller already built: about $(DEMO_WARM_MIN) minutes from here."; \
 	else \
 	  echo "  First run: builds kube-apiserver and KServe's controller from their Go modules."; \
@@ -32,9 +32,9 @@ demo-intro:
 
 # The Go builds of controlplane.mk, with a progress line every 30 s (go build itself is silent).
 demo-build: setup
-	@if [ ! -x $(KCP_BIN) ] || [ ! -x $(KSERVE_BIN) ]; then \
+	@if [ ! -x $(KCP_BIN) ] || [ ! -x $(KSERVE_BIN) ] || [ ! -x $(KWOK_BIN) ] || [ ! -x $(LWS_BIN) ]; then \
 	  $(PY) scripts/build_progress.py --expect-gb $(DEMO_BUILD_CACHE_GB) --label "go build" -- \
-	    $(MAKE) --no-print-directory $(KCP_BIN) $(KSERVE_BIN); \
+	    $(MAKE) --no-print-directory $(KCP_BIN) $(KSERVE_BIN) $(KWOK_BIN) $(LWS_BIN); \
 	fi
 
 demo: demo-intro setup demo-build cluster-up

@@ -3,7 +3,10 @@
 Fixtures
 --------
 ``cluster`` (session)
-    A running control plane of site profile ``h100-8x2-rdma`` with the status simulator.
+    A running control plane of site profile ``h100-8x2-rdma``: kube-apiserver, the workload
+    controllers, kube-scheduler, kwok running the profile's nodes, the LeaderWorkerSet and KServe
+    controllers, and the status simulator for the rest. Pods are real API objects: a test that
+    deploys GPU workloads on this shared plane deletes them when it is done (the GPUs are few).
     It is a :class:`controlplane.cluster.ControlPlane`:
 
     * ``cluster.kubeconfig``: path of the admin kubeconfig (``system:masters``);
@@ -16,8 +19,11 @@ Fixtures
     * ``cluster.mint_sa_kubeconfig(namespace, name)``: creates the ServiceAccount if needed
       and returns the path of a kubeconfig using its token (no rights unless bound: RBAC).
     * ``cluster.set_never_ready(kind, name, namespace=None)`` / ``cluster.clear_never_ready()``:
-      the simulator never makes that object ready (timeouts and their messages).
-      Stored in ConfigMap ``sim-system/sim-config``, so ansible runs see it too.
+      the simulator never makes that object ready (timeouts and their messages), for the kinds
+      it plays. Stored in ConfigMap ``sim-system/sim-config``, so ansible runs see it too.
+    * ``with cluster.hold_scheduling():`` every node cordoned for the block: pods created meanwhile
+      stay Pending (a workload held back the way a cluster holds one).
+    * ``cluster.pod_network.cidr``: the loopback /16 the instance's pod IPs come from.
     * ``cluster.set_sim_delay(seconds)``: simulator delay (default 0.2 s).
     * ``cluster.set_openshift_version("4.21.9")``: what ClusterVersion reports.
 

@@ -83,6 +83,11 @@ def _check_container(where: str, main: dict, want: dict, problems: list[str]) ->
                 problems.append(f"{where}: resources.{side}.{res}={have.get(res)!r}, the intent says {qty!r}")
 
 
+def _shm(pod_spec: dict) -> str | None:
+    vol = next((v for v in pod_spec.get("volumes") or [] if v["name"] == "dshm"), {})
+    return (vol.get("emptyDir") or {}).get("sizeLimit")
+
+
 def _check_lws(where: str, got: dict, wl: dict, main: dict, problems: list[str]) -> None:
     size = got["object"]["spec"]["leaderWorkerTemplate"].get("size")
     par = wl["parallelism"]
@@ -90,6 +95,40 @@ def _check_lws(where: str, got: dict, wl: dict, main: dict, problems: list[str])
         problems.append(f"{where}: group size {size} for data={par['data']} dataLocal={par['dataLocal']}")
     if "--data-parallel-size" not in " ".join(main.get("command") or []):
         problems.append(f"{where}: KServe's data-parallel preset did not start the DP ranks")
+
+
+def _check_worker(where: str, got: dict, wl: dict, leader: dict, problems: list[str]) -> None:
+    """The worker pods of a LeaderWorkerSet run ranks of the leader's engine: after KServe's merge with its
+    data-parallel preset, container main of the worker template asks for the intent's GPUs and devices,
+    runs the intent's engine arguments and environment (the same as the leader's) and /dev/shm."""
+    worker_pod = (got["object"]["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {}).get("spec") or {}
+    worker = _container(worker_pod)
+    where = f"{where} worker"
+    if not worker:
+        problems.append(f"{where}: the worker template has no container main")
+        return
+    if not wl.get("worker"):
+        problems.append(f"{where}: the intent renders no worker for a LeaderWorkerSet")
+        return
+    _check_container(where, worker, _container(wl["worker"]), problems)
+    lead_res = leader.get("resources") or {}
+    work_res = worker.get("resources") or {}
+    for side in ("requests", "limits"):
+        lead = {k: str(v) for k, v in (lead_res.get(side) or {}).items()}
+        work = {k: str(v) for k, v in (work_res.get(side) or {}).items()}
+        if lead != work:
+            problems.append(f"{where}: resources.{side} {work} differ from the leader's {lead}")
+    # what the intent sets on either pod (the presets' own, e.g. VLLM_RANDOMIZE_DP_DUMMY_INPUTS on decode
+    # workers, may differ between them)
+    lead_env, work_env = _env(leader), _env(worker)
+    ours = set(_env(_container(wl["template"]))) | set(_env(_container(wl["worker"])))
+    for key in sorted(k for k in ours if lead_env.get(k) != work_env.get(k)):
+        problems.append(f"{where}: env {key}={work_env.get(key)!r}, the leader runs {lead_env.get(key)!r} (one engine)")
+    want_shm = _shm(wl["worker"])
+    if _shm(worker_pod) != want_shm:
+        problems.append(f"{where}: /dev/shm is {_shm(worker_pod)}, not the planned {want_shm}")
+    if "--headless" not in " ".join(worker.get("command") or []):
+        problems.append(f"{where}: KServe's data-parallel preset did not start headless DP ranks")
 
 
 def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, dict]:
@@ -104,26 +143,90 @@ def _check_workloads(dyn, ns: str, m: dict, problems: list[str]) -> dict[str, di
             continue
         main = _container(got["template"]["spec"])
         _check_container(where, main, _container(wl["template"]), problems)
-        shm = next((v for v in got["template"]["spec"].get("volumes") or [] if v["name"] == "dshm"), {})
-        want_shm = next(v for v in wl["template"]["volumes"] if v["name"] == "dshm")
-        if (shm.get("emptyDir") or {}).get("sizeLimit") != want_shm["emptyDir"]["sizeLimit"]:
-            problems.append(
-                f"{where}: /dev/shm is {(shm.get('emptyDir') or {}).get('sizeLimit')}, not the planned size"
-            )
+        if _shm(got["template"]["spec"]) != _shm(wl["template"]):
+            problems.append(f"{where}: /dev/shm is {_shm(got['template']['spec'])}, not the planned size")
         if got["kind"] == "LeaderWorkerSet":
             _check_lws(where, got, wl, main, problems)
-            want_worker = _container(wl["worker"] or {})
-            worker_pod = got["object"]["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {}
-            have = _container(worker_pod.get("spec") or {}).get("image")
-            if want_worker.get("image") and have != want_worker["image"]:
-                problems.append(
-                    f"{where}: worker container main runs {have!r}, the intent says {want_worker['image']!r}"
-                )
+            _check_worker(where, got, wl, main, problems)
         if wl["replicas"] is not None:
             have = (got["object"].get("spec") or {}).get("replicas")
             if have != wl["replicas"]:
                 problems.append(f"{where}: replicas {have}, the plan says {wl['replicas']}")
     return pods
+
+
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+RDMA_RESOURCE_PREFIXES = ("rdma/", "openshift.io/")
+
+
+def _pod_templates_of(got: dict) -> list[tuple[str, dict]]:
+    """(which, pod template) of one workload KServe created: a Deployment's, or a LeaderWorkerSet's leader and
+    worker (the worker pods exist only when a group has more than one pod)."""
+    if got["template"] is None:
+        return []
+    if got["kind"] != "LeaderWorkerSet":
+        return [("pod", got["template"])]
+    lwt = got["object"]["spec"]["leaderWorkerTemplate"]
+    out = [("leader", got["template"])]
+    if (lwt.get("size") or 1) > 1:
+        out.append(("worker", lwt.get("workerTemplate") or {}))
+    return out
+
+
+def crosses_nodes(intent: dict, m: dict, pods: dict) -> str | None:
+    """Why model m's traffic crosses nodes, read from what KServe runs, or None: an engine whose
+    LeaderWorkerSet groups span pods (each on a node of its own), or P/D pools exchanging KV over NIXL on a
+    site of several nodes; only counted where the nodes have RDMA NICs (hardware.interconnect rdma)."""
+    hw = intent["hardware"]
+    if hw.get("interconnect") != "rdma":
+        return None
+    for role, got in pods.items():
+        if got["kind"] == "LeaderWorkerSet" and (got["object"]["spec"]["leaderWorkerTemplate"].get("size") or 1) > 1:
+            return f"the {role} engine's ranks span {got['object']['spec']['leaderWorkerTemplate']['size']} pods"
+    if m.get("disaggregated") and m.get("nixl") and int(hw.get("nodes") or 1) > 1:
+        return "NIXL moves KV between the prefill and decode pods, placed on any of the nodes"
+    return None
+
+
+def _rdma_devices(pod_template: dict) -> int:
+    main = _container((pod_template or {}).get("spec") or {})
+    requests = (main.get("resources") or {}).get("requests") or {}
+    return sum(int(str(v)) for k, v in requests.items() if k.startswith(RDMA_RESOURCE_PREFIXES))
+
+
+def check_rdma(intent: dict, m: dict, pods: dict, problems: list[str]) -> int:
+    """Every pod KServe runs for a model whose traffic crosses nodes asks for an RDMA device and carries the
+    secondary network annotation (KServe copies it from the service); no other pod asks for one. Returns the
+    RDMA devices the model's pod templates ask for."""
+    why = crosses_nodes(intent, m, pods)
+    used = 0
+    for role, got in pods.items():
+        for which, tmpl in _pod_templates_of(got):
+            where = f"{m['name']}/{role} {got['kind']} {got['name']} {which}"
+            n = _rdma_devices(tmpl)
+            used += n
+            nets = ((tmpl.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
+            if why and not n:
+                problems.append(f"{where}: {why} over RDMA, but the pod asks for no RDMA device")
+            if why and not nets:
+                problems.append(
+                    f"{where}: {why} over RDMA, but the pod names no secondary network ({NETWORKS_ANNOTATION})"
+                )
+            if not why and n:
+                problems.append(f"{where}: asks for {n} RDMA device(s), but none of its traffic crosses nodes")
+    return used
+
+
+def check_rdma_installed(intent: dict, devices: int, problems: list[str]) -> None:
+    """The network operator is installed exactly when some pod asks for an RDMA device."""
+    installed = "network_operator" in intent["platform"]["components"]
+    if installed and not devices:
+        problems.append(
+            f"the network operator is installed ({intent['platform']['rdma']['why']}), "
+            "but no pod asks for an RDMA device"
+        )
+    if devices and not installed:
+        problems.append(f"pods ask for {devices} RDMA device(s), but no network operator advertises them")
 
 
 def _check_epp_config(epp: dict, m: dict, problems: list[str]) -> None:
@@ -221,14 +324,17 @@ def check_intent(dyn, intent: dict) -> list[str]:
     """Every problem with what KServe made of one cluster's serving intent."""
     problems: list[str] = []
     ns = intent["serving"]["namespace"]
+    devices = 0
     for m in intent["serving"]["models"]:
         pods = _check_workloads(dyn, ns, m, problems)
+        devices += check_rdma(intent, m, pods, problems)
         if m["scheduler"]:
             _check_scheduler(dyn, ns, m, pods, problems)
         _check_route(dyn, ns, m, problems)
         _check_monitors(dyn, ns, m, pods, problems)
         _check_ready(dyn, ns, m, problems)
     _check_autoscaling(dyn, ns, intent, problems)
+    check_rdma_installed(intent, devices, problems)
     return problems
 
 

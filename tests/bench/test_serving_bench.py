@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from controlplane import artifacts
 from controlplane.cluster import ControlPlane
 
 from tests.bench.bench_helpers import (
@@ -98,6 +99,9 @@ def test_converge_vs_kubectl(planes, tmp_path, inventory):
     else:
         ours = {None: planes(profile)}
         site, kubeconfig = INVENTORIES / inventory, ours[None].kubeconfig
+    # the site's pvc:// weights, staged as its storage team would before a converge (not timed)
+    for host, intent in cli.site_intents(str(INVENTORIES / inventory), None).items():
+        artifacts.stage(ours[host if host in ours else None].new_api_client(), intent)
     run = {"kubeconfig": kubeconfig, "extravars": {"report_dir": str(tmp_path / "rep")}}
     first = timed_playbook(PLAYBOOKS / "site.yml", site, **run)
     assert first["rc"] == 0, first["tail"]

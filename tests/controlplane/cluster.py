@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Local control plane manager (test-side).
 
-Starts ``kcp run`` (kube-apiserver + kube-controller-manager + embedded etcd, built by
-``make controlplane`` into ``.cache/bin/kcp``), waits until every upstream CRD is
-Established and the PackageManifest API is available, seeds what an OpenShift cluster of
-the chosen site profile has (ClusterVersion, Infrastructure, ``openshift-*`` namespaces,
-catalog sources, MachineConfigPools, GPU/NIC nodes, storage classes) and runs the status
-simulator (``tests/simulator``).
+Starts ``kcp run`` (kube-apiserver, kube-controller-manager with the workload controllers,
+kube-scheduler and an embedded etcd, built by ``make controlplane`` into ``.cache/bin/kcp``), waits
+until every upstream CRD is Established and the PackageManifest API is available, seeds what an
+OpenShift cluster of the chosen site profile has (ClusterVersion, Infrastructure, ``openshift-*``
+namespaces, catalog sources, MachineConfigPools, GPU/NIC nodes, storage classes), then starts side
+by side the upstream components that run on such a cluster:
 
-With the KServe switch on (``ControlPlane(kserve=True)``, ``cluster.py up --kserve`` or
-``KCP_KSERVE=1`` in the environment; off by default) it also runs the real KServe
-LLMInferenceService controller (``kserve_controller.py``, built by ``make controlplane``):
-KServe's webhooks, presets and global config are installed, and the simulator stops writing
-LLMInferenceService status; it only plays the kubelet and the Gateway controller.
+* kwok (``kwok_agent.py``): the node agent of every seeded Node; pods bound by kube-scheduler
+  become Running and Ready through kwok's own Stages, with loopback pod IPs;
+* the LeaderWorkerSet controller with its webhooks (``lws_controller.py``);
+* the KServe LLMInferenceService controller (``kserve_controller.py``; switch ``KCP_KSERVE``, on
+  by default);
+
+and the status simulator (``tests/simulator``) for what has no runnable upstream here: OLM, the
+operators' status, the Gateway controller, HPA/KEDA status, Argo CD, the MachineConfig pools.
 
 Python API (what the pytest fixtures in ``tests/conftest.py`` hand out)::
 
@@ -22,10 +25,13 @@ Python API (what the pytest fixtures in ``tests/conftest.py`` hand out)::
     cp.dynamic               # kubernetes.dynamic.DynamicClient
     cp.profile               # the site profile (dict, profiles/<name>.yaml)
     cp.mint_sa_kubeconfig("ns", "sa")   # kubeconfig of a ServiceAccount (token request)
-    cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")
+    cp.set_never_ready("ClusterPolicy", "gpu-cluster-policy")   # what the simulator plays
     cp.clear_never_ready()
+    with cp.hold_scheduling(): ...      # workloads: nodes cordoned, new pods stay Pending
     cp.kubectl("get", "crd")            # kubectl of the same Kubernetes version
     cp.kserve                           # KServeController when the switch is on, else None
+    cp.kwok, cp.lws                     # the node agent and the LeaderWorkerSet controller
+    cp.pod_network                      # the loopback /16 the instance's pod IPs come from
     cp.stop()
 
 Command line (what ``make cluster-up`` / ``make cluster-down`` run)::
@@ -82,15 +88,19 @@ if str(HERE) not in sys.path:  # and kserve_controller beside this file
     sys.path.insert(0, str(HERE))
 
 try:  # imported as controlplane.cluster (pytest) or run as a script
-    from . import kserve_controller
+    from . import kserve_controller, kwok_agent, lws_controller
+    from .component import ComponentError
+    from .procutil import LoopbackNet, die_with_parent, free_port, process_tree_rss
     from .procutil import alive as _alive
-    from .procutil import die_with_parent, free_port, process_tree_rss
 except ImportError:
     import kserve_controller  # type: ignore[no-redef]
+    import kwok_agent  # type: ignore[no-redef]
+    import lws_controller  # type: ignore[no-redef]
+    from component import ComponentError  # type: ignore[no-redef]
+    from procutil import LoopbackNet, die_with_parent, free_port, process_tree_rss  # type: ignore[no-redef]
     from procutil import alive as _alive  # type: ignore[no-redef]
-    from procutil import die_with_parent, free_port, process_tree_rss  # type: ignore[no-redef]
 
-__all__ = ["ControlPlane", "ControlPlaneError", "_alive", "free_port", "process_tree_rss"]
+__all__ = ["ControlPlane", "ControlPlaneError", "_alive", "free_port", "merged_kubeconfig", "process_tree_rss"]
 
 CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
 BINARY = Path(os.environ.get("KCP_BIN", CACHE / "bin" / "kcp"))
@@ -160,6 +170,9 @@ class ControlPlane:
         # The real KServe controller (None: the KCP_KSERVE environment variable decides).
         self.kserve_enabled = kserve_controller.enabled_by_default() if kserve is None else kserve
         self.kserve: kserve_controller.KServeController | None = None
+        self.kwok: kwok_agent.KwokAgent | None = None
+        self.lws: lws_controller.LWSController | None = None
+        self.pod_network: LoopbackNet | None = None
         self.proc: subprocess.Popen | None = None
         self.simulator = None
         self.kubeconfig = str(self.workdir / "kubeconfig")
@@ -179,14 +192,18 @@ class ControlPlane:
             )
         if not self.crds.exists():
             raise ControlPlaneError(f"{self.crds} is missing: run `make controlplane` (collects the upstream CRDs)")
-        if self.kserve_enabled and not kserve_controller.BINARY.exists():
-            raise ControlPlaneError(
-                f"{kserve_controller.BINARY} is missing: run `make controlplane` (builds the KServe controller)"
-            )
+        for path, how in (
+            (kwok_agent.BINARY, "builds kwok, the node agent"),
+            (lws_controller.BINARY, "builds the LeaderWorkerSet controller"),
+            *([(kserve_controller.BINARY, "builds the KServe controller")] if self.kserve_enabled else []),
+        ):
+            if not path.exists():
+                raise ControlPlaneError(f"{path} is missing: run `make controlplane` ({how})")
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "ready.json").unlink(missing_ok=True)
         t0 = time.monotonic()
         self.port = free_port()
+        self.scheduler_port = free_port()
         args = [
             str(self.binary),
             "run",
@@ -195,6 +212,7 @@ class ControlPlane:
             f"--etcd-port={free_port()}",
             f"--etcd-peer-port={free_port()}",
             f"--packages-port={free_port()}",
+            f"--scheduler-port={self.scheduler_port}",
             f"--crds={self.crds}",
             f"--catalog={CATALOG}",
             f"--snapshot-cache={CACHE / 'etcd-snapshots'}",
@@ -224,25 +242,53 @@ class ControlPlane:
         self.server = info["server"]
         self.timings["kcp_ready"] = time.monotonic() - t0
         try:
+            self.pod_network = LoopbackNet()
             self.seed()
             self.timings["seeded"] = time.monotonic() - t0
             if self.simulate:
                 self.start_simulator()
-            if self.kserve_enabled:
-                self.kserve = kserve_controller.KServeController(self)
-                self.kserve.start()
-                self.timings["kserve_ready"] = time.monotonic() - t0
+            self._start_components(t0, timeout)
         except Exception as e:
             self.stop()
-            if isinstance(e, kserve_controller.KServeError):
+            if isinstance(e, ComponentError):
                 raise ControlPlaneError(str(e)) from e
             raise
         self.ready_seconds = time.monotonic() - t0
         return self
 
+    def _start_components(self, t0: float, timeout: float) -> None:
+        """kwok, the LeaderWorkerSet controller and KServe, side by side: each process is launched from
+        this thread (they die with it), their readiness is awaited in parallel."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.kwok = kwok_agent.KwokAgent(self)
+        self.lws = lws_controller.LWSController(self)
+        if self.kserve_enabled:
+            self.kserve = kserve_controller.KServeController(self)
+        parts = {"kwok": self.kwok, "lws": self.lws, "kserve": self.kserve}
+        parts = {k: v for k, v in parts.items() if v is not None}
+        for part in parts.values():
+            part.launch()
+
+        def ready(key: str) -> None:
+            parts[key].ready(timeout)
+            self.timings[f"{key}_ready"] = time.monotonic() - t0
+
+        with ThreadPoolExecutor(len(parts)) as pool:
+            for f in [pool.submit(ready, k) for k in parts]:
+                f.result()
+
     def _log_tail(self, n: int = 40) -> str:
         lines = []
-        for name in ("kcp.log", "apiserver.log", "controller-manager.log", "llmisvc.log"):
+        for name in (
+            "kcp.log",
+            "apiserver.log",
+            "controller-manager.log",
+            "scheduler.log",
+            "kwok.log",
+            "lws.log",
+            "llmisvc.log",
+        ):
             p = self.workdir / name
             if p.exists():
                 lines += [f"--- {p}"] + p.read_text(errors="replace").splitlines()[-n:]
@@ -258,8 +304,9 @@ class ControlPlane:
         if self.simulator:
             self.simulator.stop()
             self.simulator = None
-        if self.kserve:
-            self.kserve.stop()
+        for part in (self.kserve, self.lws, self.kwok):
+            if part:
+                part.stop()
         if self._api_client:
             with contextlib.suppress(Exception):
                 self._api_client.close()
@@ -271,6 +318,8 @@ class ControlPlane:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.pod_network:
+            self.pod_network.release()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -285,8 +334,12 @@ class ControlPlane:
         return self.proc.pid if self.proc else None
 
     def rss_bytes(self) -> int:
-        """Resident memory of the instance: kcp and its children, plus the KServe controller."""
-        return (process_tree_rss(self.pid) if self.pid else 0) + self.kserve_rss_bytes()
+        """Resident memory of the instance: kcp and its children, kwok, LWS and the KServe controller."""
+        return (process_tree_rss(self.pid) if self.pid else 0) + sum(self.component_rss().values())
+
+    def component_rss(self) -> dict[str, int]:
+        """Resident memory of each component process beside kcp (bytes)."""
+        return {k: p.rss_bytes() for k, p in (("kwok", self.kwok), ("lws", self.lws), ("kserve", self.kserve)) if p}
 
     def kserve_rss_bytes(self) -> int:
         return self.kserve.rss_bytes() if self.kserve else 0
@@ -367,12 +420,23 @@ class ControlPlane:
         ns = obj["metadata"].get("namespace")
         coll = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
         created = self._call("POST", coll, obj)
-        if status is not None:
-            # PUT, not a merge patch: some status fields are required but may be null.
-            name = obj["metadata"]["name"]
-            current = created or self._call("GET", f"{coll}/{name}")
+        if status is None:
+            return
+        # PUT, not a merge patch: some status fields are required but may be null. A controller may
+        # change the object meanwhile (kube-controller-manager's node-lifecycle controller taints a new
+        # Node): read it again and retry on a conflict.
+        name = obj["metadata"]["name"]
+        current = created or self._call("GET", f"{coll}/{name}")
+        for _ in range(10):
             current["status"] = status
-            self._call("PUT", f"{coll}/{name}/status", current)
+            try:
+                self._call("PUT", f"{coll}/{name}/status", current)
+                return
+            except ControlPlaneError as e:
+                if ": 409 " not in str(e):
+                    raise
+            current = self._call("GET", f"{coll}/{name}")
+        raise ControlPlaneError(f"PUT {coll}/{name}/status: still conflicting after 10 tries")
 
     def _sim_config(self, data: dict) -> None:
         from simulator import CONFIG_NAME, CONFIG_NAMESPACE
@@ -416,6 +480,20 @@ class ControlPlane:
             if time.monotonic() > end:
                 raise ControlPlaneError("the simulator did not pick up sim-config")
             time.sleep(0.02)
+
+    @contextlib.contextmanager
+    def hold_scheduling(self):
+        """Every node cordoned (``spec.unschedulable``, as ``kubectl cordon`` sets it) for the block:
+        kube-scheduler leaves the pods created meanwhile Pending, so their workloads stay unavailable
+        (the workload equivalent of the simulator's ``neverReady``); uncordoned afterwards, they bind."""
+        names = [n["metadata"]["name"] for n in self._call("GET", "/api/v1/nodes")["items"]]
+        for name in names:
+            self._call("PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}}, patch=True)
+        try:
+            yield names
+        finally:
+            for name in names:
+                self._call("PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": None}}, patch=True)
 
     def set_openshift_version(self, version: str) -> None:
         """Set ClusterVersion 'version' to report the given OpenShift version."""
@@ -729,47 +807,37 @@ class ControlPlane:
                 capacity[nic["rdmaResource"]] = str(nic.get("rdmaCapacity", 1000))
         ip = f"10.0.{index // 250}.{10 + index % 250}"
         rhcos = version.replace(".", "", 1)[:3]
+        pod_cidr = self.pod_network.node_cidr(index - 1)
         node = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": name,
                 "labels": labels,
-                "annotations": {"machineconfiguration.openshift.io/state": "Done"},
+                "annotations": {
+                    "machineconfiguration.openshift.io/state": "Done",
+                    # kwok, the node agent, runs the nodes that carry its annotation (kwok_agent.py)
+                    kwok_agent.NODE_ANNOTATION[0]: kwok_agent.NODE_ANNOTATION[1],
+                },
             },
-            "spec": {"providerID": f"baremetalhost:///openshift-machine-api/{name}"},
+            # the pods' IPs: a loopback range of the instance's own (kwok gives pods addresses from it)
+            "spec": {
+                "providerID": f"baremetalhost:///openshift-machine-api/{name}",
+                "podCIDR": pod_cidr,
+                "podCIDRs": [pod_cidr],
+            },
         }
+        taints = [dict(t) for t in pool.get("taints") or []]
         if "master" in pool["roles"] and "worker" not in pool["roles"]:
-            node["spec"]["taints"] = [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]
+            taints.insert(0, {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"})
+        if taints:
+            node["spec"]["taints"] = taints
+        # What the hardware, the kubelet's registration and the operators put there; no conditions:
+        # kwok's node-initialize Stage reports the node Ready, its heartbeat keeps it so.
         status = {
             "capacity": capacity,
             "allocatable": capacity,
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
-            "conditions": [
-                {
-                    "type": t,
-                    "status": "False",
-                    "reason": r,
-                    "message": "",
-                    "lastHeartbeatTime": _now(),
-                    "lastTransitionTime": _now(),
-                }
-                for t, r in (
-                    ("MemoryPressure", "KubeletHasSufficientMemory"),
-                    ("DiskPressure", "KubeletHasNoDiskPressure"),
-                    ("PIDPressure", "KubeletHasSufficientPID"),
-                )
-            ]
-            + [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": _now(),
-                    "lastTransitionTime": _now(),
-                }
-            ],
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": str(uuid.uuid4()),
@@ -784,6 +852,22 @@ class ControlPlane:
             },
         }
         self.apply(node, status=status)
+
+
+def merged_kubeconfig(planes: dict[str, ControlPlane], path: str | Path) -> str:
+    """One kubeconfig with a context (and cluster and user) per plane, named after its key: several
+    clusters of one site, each its own plane (as molecule/shared/create.yml merges them)."""
+    merged: dict = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+    for key, cp in planes.items():
+        name = str(key)  # plain str: inventory host names may come as Ansible's own str subclass
+        kc = yaml.safe_load(Path(cp.kubeconfig).read_text())
+        merged["clusters"].append({"name": name, "cluster": kc["clusters"][0]["cluster"]})
+        merged["users"].append({"name": name, "user": kc["users"][0]["user"]})
+        merged["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
+    merged["current-context"] = str(next(iter(planes)))
+    Path(path).write_text(yaml.safe_dump(merged))
+    Path(path).chmod(0o600)
+    return str(path)
 
 
 _PLURALS = {
@@ -877,10 +961,17 @@ def _usage(state: dict) -> str:
         f"  kubectl --kubeconfig {kc} get crd\n"
         f"  status simulator: ConfigMap sim-system/sim-config (delay, neverReady)\n"
         + (
+            f"  kube-scheduler (log scheduler.log); kwok {state['kwok']['version']} runs the nodes"
+            f" (log {state['kwok']['log']}), pod IPs from {state['pod_network']}\n"
+            f"  LeaderWorkerSet controller {state['lws']['version']} (log {state['lws']['log']})\n"
+            if state.get("kwok")
+            else ""
+        )
+        + (
             f"  KServe controller {state['kserve']['version']} (real, log {state['kserve']['log']});"
             f" presets in {state['kserve']['namespace']}\n"
             if state.get("kserve")
-            else "  KServe controller: off (LLMInferenceService status simulated; --kserve or KCP_KSERVE=1)\n"
+            else "  KServe controller: off (nothing reconciles LLMInferenceServices; --kserve or KCP_KSERVE=1)\n"
         )
         + "  make cluster-down             # stop it\n"
     )
@@ -916,6 +1007,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "ready_seconds": cp.ready_seconds,
         "rss_bytes": cp.rss_bytes(),
         "kserve": kserve_controller.state(cp.kserve),
+        "kwok": kwok_agent.state(cp.kwok),
+        "lws": lws_controller.state(cp.lws),
+        "pod_network": cp.pod_network.cidr,
     }
     # written whole, then renamed: `up` polls for the file and reads it as soon as it exists
     # (a plain write_text let it read an empty file when two planes started at once, in CI)
@@ -928,9 +1022,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # the run that started this plane is gone (make test or molecule interrupted): stop with it
             print(f"owner process {owner} is gone: stopping", file=sys.stderr)
             break
-        if cp.kserve and cp.kserve.proc.poll() is not None:
-            (wd / "error.txt").write_text(f"the KServe controller exited:\n{cp.kserve.log_tail()}")
-            print(f"the KServe controller exited; see {cp.kserve.log}", file=sys.stderr)
+        gone = [p for p in (cp.kserve, cp.lws, cp.kwok) if p and p.proc.poll() is not None]
+        if gone:
+            (wd / "error.txt").write_text(f"{gone[0].name} exited:\n{gone[0].log_tail()}")
+            print(f"{gone[0].name} exited; see {gone[0].log}", file=sys.stderr)
             break
         time.sleep(0.2)
     cp.stop()
@@ -984,8 +1079,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         if p.exists():
             with contextlib.suppress(ValueError, KeyError, json.JSONDecodeError):
                 pids.append(int(p.read_text()) if key is None else int(json.loads(p.read_text())[key]))
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
-        pids.append(int(json.loads((wd / "state.json").read_text())["kserve"]["pid"]))
+    for part in ("kserve", "kwok", "lws"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+            pids.append(int(json.loads((wd / "state.json").read_text())[part]["pid"]))
     pids = [p for p in dict.fromkeys(pids) if _alive(p) and _is_ours(p)]
     if not pids:
         print("cluster-down: nothing running")
@@ -1009,7 +1105,7 @@ def _is_ours(pid: int) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return "cluster.py" in cmd or "kcp" in cmd or "llmisvc" in cmd
+    return any(name in cmd for name in ("cluster.py", "kcp", "llmisvc", "kwok", "/lws"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,48 +20,39 @@ for 127.0.0.1 and put where controller-runtime looks by default
 (``$TMPDIR/k8s-webhook-server/serving-certs/tls.{crt,key}``), with a TMPDIR per instance so
 that several instances run at once. Webhook, metrics and probe ports are free loopback ports.
 
-The controller process gets ``PR_SET_PDEATHSIG`` = SIGKILL: it dies with the thread that
-started it (the pytest or ``cluster.py serve`` main thread), even when that is SIGKILLed.
+The process is a :class:`~component.Component`: it dies with the thread that launched it, and
+starts in two steps (``launch`` in the main thread, ``ready`` anywhere) beside the instance's other
+components.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
-import datetime
-import functools
-import ipaddress
 import json
 import os
-import re
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 try:  # imported as controlplane.kserve_controller (pytest) or beside cluster.py as a script
-    from .procutil import die_with_parent, free_port, process_tree_rss
+    from . import gomodule, webhooks
+    from .component import CACHE, Component, ComponentError
+    from .procutil import free_port
 except ImportError:
-    from procutil import die_with_parent, free_port, process_tree_rss  # type: ignore[no-redef]
-
-if TYPE_CHECKING:
-    from .cluster import ControlPlane
+    import gomodule  # type: ignore[no-redef]
+    import webhooks  # type: ignore[no-redef]
+    from component import CACHE, Component, ComponentError  # type: ignore[no-redef]
+    from procutil import free_port  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
 BINARY = Path(os.environ.get("KCP_KSERVE_BIN", CACHE / "bin" / "llmisvc"))
 GO_MODULE_DIR = HERE / "kserve"
 MODULE = "github.com/kserve/kserve"
 
 # The real controller runs by default: it alone decides LLMInferenceService readiness (the
-# simulator plays only kubelets and the gateway controller). KCP_KSERVE=0 (cluster.py up
+# simulator plays only the Gateway controller and the operators). KCP_KSERVE=0 (cluster.py up
 # --no-kserve, ControlPlane(kserve=False)) starts a control plane without it, for tests of
 # other components; nothing then reconciles LLMInferenceServices.
 ENV_SWITCH = "KCP_KSERVE"
@@ -87,7 +78,7 @@ CONVERSION_PATCHES = {
 }
 
 
-class KServeError(RuntimeError):
+class KServeError(ComponentError):
     """The controller could not be started (the control plane start fails with this)."""
 
 
@@ -101,35 +92,18 @@ def enabled_by_default() -> bool:
 
 def module_version() -> str:
     """The KServe version pinned in kserve/go.mod (the one source of it)."""
-    m = re.search(r"^\s*github\.com/kserve/kserve\s+(v\S+)", (GO_MODULE_DIR / "go.mod").read_text(), re.M)
-    if not m:
-        raise KServeError(f"no {MODULE} requirement in {GO_MODULE_DIR / 'go.mod'}")
-    return m.group(1)
+    try:
+        return gomodule.version(GO_MODULE_DIR, MODULE)
+    except gomodule.ModuleError as e:
+        raise KServeError(str(e)) from None
 
 
-@functools.cache
 def module_dir() -> Path:
     """The KServe module in GOMODCACHE (downloaded and checked against kserve/go.sum if missing)."""
-    env = {k: v for k, v in os.environ.items() if k != "GOEXPERIMENT"} | {"GOTOOLCHAIN": "local", "GOFLAGS": ""}
     try:
-        res = subprocess.run(
-            ["go", "mod", "download", "-json", MODULE],
-            cwd=GO_MODULE_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-    except FileNotFoundError:
-        raise KServeError("Go is needed to locate the KServe module (make controlplane)") from None
-    try:
-        info = json.loads(res.stdout)
-    except json.JSONDecodeError:
-        raise KServeError(f"go mod download {MODULE} failed: {res.stderr.strip()}") from None
-    if info.get("Error"):
-        raise KServeError(f"go mod download {MODULE}: {info['Error']}")
-    return Path(info["Dir"])
+        return gomodule.directory(GO_MODULE_DIR, MODULE)
+    except gomodule.ModuleError as e:
+        raise KServeError(str(e)) from None
 
 
 def _read(rel: str) -> str:
@@ -160,17 +134,7 @@ def presets() -> list[dict]:
 
 def webhook_configurations(port: int, ca_bundle: str) -> list[dict]:
     """KServe's llmisvc webhook configurations, pointed at https://127.0.0.1:<port><path>."""
-    out = []
-    for doc in yaml.safe_load_all(_read(WEBHOOKS_FILE)):
-        if not doc:
-            continue
-        doc = copy.deepcopy(doc)
-        doc["metadata"] = {"name": doc["metadata"]["name"]}
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
-        out.append(doc)
-    return out
+    return [webhooks.pointed(doc, port, ca_bundle) for doc in yaml.safe_load_all(_read(WEBHOOKS_FILE)) if doc]
 
 
 def conversion_patches(port: int, ca_bundle: str) -> dict[str, dict]:
@@ -184,171 +148,79 @@ def conversion_patches(port: int, ca_bundle: str) -> dict[str, dict]:
     return out
 
 
-def issue_serving_cert(pki: Path, out_dir: Path) -> None:
-    """tls.crt/tls.key for 127.0.0.1, signed by the control plane's CA (pki/ca.crt, ca.key)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llmisvc-webhook-server")]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file = out_dir / "tls.key"
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    key_file.chmod(0o600)
-
-
-class KServeController:
+class KServeController(Component):
     """One llmisvc controller process for one control plane instance."""
 
-    def __init__(self, cp: ControlPlane, binary: Path | None = None):
-        self.cp = cp
-        self.binary = Path(binary or BINARY)
-        self.proc: subprocess.Popen | None = None
+    name = "llmisvc"
+    error = KServeError
+
+    def __init__(self, cp, binary: Path | None = None):
+        super().__init__(cp, binary or BINARY)
         self.dir = cp.workdir / "kserve"
-        self.log = cp.workdir / "llmisvc.log"
         self.webhook_port = self.metrics_port = self.probe_port = 0
-        self.timings: dict[str, float] = {}
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def rss_bytes(self) -> int:
-        return process_tree_rss(self.pid) if self.pid and self.proc.poll() is None else 0
-
-    def log_tail(self, n: int = 40) -> str:
-        if not self.log.exists():
-            return ""
-        return "\n".join([f"--- {self.log}", *self.log.read_text(errors="replace").splitlines()[-n:]])
+        self._conversions: list = []
+        self._ca_bundle = ""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 180) -> KServeController:
-        if not self.binary.exists():
-            raise KServeError(
-                f"{self.binary} is missing: run `make controlplane` (builds {MODULE}/cmd/llmisvc "
-                f"{module_version()} from the Go module)"
-            )
-        t0 = time.monotonic()
+        self.launch()
+        return self.ready(timeout)
+
+    def launch(self) -> None:
+        """What the install has before the controller runs, then the process (main thread)."""
+        self.missing(f"builds {MODULE}/cmd/llmisvc {module_version()} from the Go module")
         cp = self.cp
-        ca = (cp.workdir / "pki" / "ca.crt").read_bytes()
-        ca_bundle = base64.b64encode(ca).decode()
-        # What the install has before the controller runs: its namespace and global config.
+        self.t0 = time.monotonic()
+        self._ca_bundle = base64.b64encode((cp.workdir / "pki" / "ca.crt").read_bytes()).decode()
         cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         cp.apply(inferenceservice_config())
         tmp = self.dir / "tmp"
-        issue_serving_cert(cp.workdir / "pki", tmp / "k8s-webhook-server" / "serving-certs")
+        webhooks.issue_serving_cert(
+            cp.workdir / "pki", tmp / "k8s-webhook-server" / "serving-certs", "llmisvc-webhook-server"
+        )
         self.webhook_port, self.metrics_port, self.probe_port = free_port(), free_port(), free_port()
-        args = [
-            str(self.binary),
-            f"--webhook-port={self.webhook_port}",
-            f"--metrics-addr=127.0.0.1:{self.metrics_port}",
-            "--metrics-secure=false",
-            f"--health-probe-addr=127.0.0.1:{self.probe_port}",
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG", "POD_NAMESPACE")}
-        env |= {
-            "KUBECONFIG": cp.kubeconfig,
-            "POD_NAMESPACE": NAMESPACE,  # -> constants.KServeNamespace
-            "TMPDIR": str(tmp),  # -> controller-runtime's default webhook CertDir
-            "GOGC": "50",  # as for the control plane's own children
-        }
         # The CRD updates take seconds (kube-apiserver re-validates these large schemas):
         # send them while the controller starts.
         pool = ThreadPoolExecutor(2)
-        conversions = [
+        self._conversions = [
             pool.submit(
                 cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
             )
-            for crd, patch in conversion_patches(self.webhook_port, ca_bundle).items()
+            for crd, patch in conversion_patches(self.webhook_port, self._ca_bundle).items()
         ]
         pool.shutdown(wait=False)
-        log = open(self.log, "w")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(
-            args,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 - prctl only, no locks
+        self.spawn(
+            [
+                f"--webhook-port={self.webhook_port}",
+                f"--metrics-addr=127.0.0.1:{self.metrics_port}",
+                "--metrics-secure=false",
+                f"--health-probe-addr=127.0.0.1:{self.probe_port}",
+            ],
+            {
+                "POD_NAMESPACE": NAMESPACE,  # -> constants.KServeNamespace
+                "TMPDIR": str(tmp),  # -> controller-runtime's default webhook CertDir
+            },
         )
-        log.close()
+
+    def ready(self, timeout: float = 180) -> KServeController:
+        """Readiness, webhooks answering through the API server, presets, conversion (any thread)."""
         try:
-            self._wait(lambda: self._http_ok(f"http://127.0.0.1:{self.probe_port}/readyz"), "readyz", t0, timeout)
-            self.timings["readyz"] = time.monotonic() - t0
-            for hook in webhook_configurations(self.webhook_port, ca_bundle):
-                self._put(hook)
-            self._wait(self._webhook_denies, "webhooks answering through the API server", t0, timeout)
-            self.timings["webhooks"] = time.monotonic() - t0
+            self.wait(lambda: self.http_ok(f"http://127.0.0.1:{self.probe_port}/readyz"), "readyz", timeout)
+            for hook in webhook_configurations(self.webhook_port, self._ca_bundle):
+                webhooks.put(self.cp, hook)
+            self.wait(self._webhook_denies, "webhooks", timeout)
             for preset in presets():
-                cp.apply(preset)
-            self.timings["presets"] = time.monotonic() - t0
-            for f in conversions:
+                self.cp.apply(preset)
+            self.timings["presets"] = time.monotonic() - self.t0
+            for f in self._conversions:
                 f.result()
-            self.timings["conversion"] = time.monotonic() - t0
+            self.timings["conversion"] = time.monotonic() - self.t0
         except BaseException:
-            for f in conversions:
+            for f in self._conversions:
                 f.cancel()
             self.stop()
             raise
         return self
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    # ------------------------------------------------------------------ helpers
-    def _wait(self, ready, what: str, t0: float, timeout: float) -> None:
-        while not ready():
-            if self.proc.poll() is not None:
-                raise KServeError(f"llmisvc exited with {self.proc.returncode} before {what}:\n{self.log_tail()}")
-            if time.monotonic() - t0 > timeout:
-                raise KServeError(f"llmisvc: no {what} after {timeout:.0f}s:\n{self.log_tail()}")
-            time.sleep(0.1)
-
-    @staticmethod
-    def _http_ok(url: str) -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 - loopback http
-                return r.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def _put(self, obj: dict) -> None:
-        """Create or replace a cluster-scoped admissionregistration object."""
-        base = f"/apis/{obj['apiVersion']}/{obj['kind'].lower()}s"
-        name = obj["metadata"]["name"]
-        if self.cp._call("POST", base, obj) is None:  # exists: replace it
-            current = self.cp._call("GET", f"{base}/{name}")
-            obj = obj | {"metadata": obj["metadata"] | {"resourceVersion": current["metadata"]["resourceVersion"]}}
-            self.cp._call("PUT", f"{base}/{name}", obj)
 
     def _webhook_denies(self) -> bool:
         """True once the API server sends LLMInferenceServices to KServe's validator and it answers.

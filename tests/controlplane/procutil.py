@@ -211,3 +211,54 @@ def kill_marked(mark: str, timeout: float = 5.0) -> list[int]:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------- loopback pod networks
+class LoopbackNet:
+    """One 127.<k>.0.0/16 of the loopback range, claimed for one control plane instance.
+
+    The pods of an instance get their IPs from it (kwok gives each pod an address of its node's
+    ``spec.podCIDR``), so processes on this machine can listen on a pod's address. The claim is an
+    exclusive ``flock`` on ``<dir>/<k>.lock``, held until :meth:`release` or the process's end, so
+    instances started side by side (other pytest sessions, molecule) never share a range.
+    """
+
+    FIRST, LAST = 16, 254  # 127.0-15.x.x left alone (127.0.0.1 and whatever else uses the low ranges)
+
+    def __init__(self, lock_dir: str | Path | None = None):
+        import fcntl
+        import tempfile
+
+        d = Path(lock_dir or Path(tempfile.gettempdir()) / "kcp-loopback-nets")
+        d.mkdir(parents=True, exist_ok=True)
+        for k in range(self.FIRST, self.LAST + 1):
+            fd = os.open(d / f"{k}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.octet, self._fd = k, fd
+            return
+        raise RuntimeError(f"no free 127.<k>.0.0/16 for pod IPs ({self.FIRST}..{self.LAST} all claimed in {d})")
+
+    @property
+    def cidr(self) -> str:
+        return f"127.{self.octet}.0.0/16"
+
+    @property
+    def default_cidr(self) -> str:
+        """kwok's --cidr: for a node without spec.podCIDR (none here)."""
+        return f"127.{self.octet}.0.0/24"
+
+    def node_cidr(self, index: int) -> str:
+        """spec.podCIDR of the instance's node number ``index`` (0-based; up to 254 nodes)."""
+        if not 0 <= index < 254:
+            raise ValueError(f"node index {index} outside 0..253")
+        return f"127.{self.octet}.{index + 1}.0/24"
+
+    def release(self) -> None:
+        if getattr(self, "_fd", None) is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None

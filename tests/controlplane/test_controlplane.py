@@ -442,9 +442,9 @@ def test_cluster_up_and_down_leave_no_process(tmp_path):
     assert up.returncode == 0, up.stderr + up.stdout
     assert "export KUBECONFIG=" in up.stdout
     state = json.loads((wd / "state.json").read_text())
-    pids = [state["manager_pid"], state["kcp_pid"]]
+    pids = [state["manager_pid"], state["kcp_pid"], state["kwok"]["pid"], state["lws"]["pid"]]
     tree = _descendants(state["kcp_pid"])
-    assert len(tree) >= 2, "kube-apiserver and kube-controller-manager run as children of kcp"
+    assert len(tree) >= 3, "kube-apiserver, kube-controller-manager and kube-scheduler run as children of kcp"
     res = subprocess.run(
         [
             str(BINARY),
@@ -486,11 +486,11 @@ def test_rss_is_measurable(cluster):
 
 
 def test_simulator_plays_the_other_operators(cluster):
-    """Every other simulated kind reaches the status its real controller would report."""
+    """Every other simulated kind reaches the status its real controller would report (workloads are
+    no longer simulated: test_workloads.py)."""
     ns = "sim-operands"
     cluster.kubectl("create", "namespace", ns)
     digest = "registry.example/vllm@sha256:" + "1" * 64
-    pod = {"containers": [{"name": "main", "image": digest}]}
     objs = [
         {
             "apiVersion": "nfd.openshift.io/v1",
@@ -509,24 +509,6 @@ def test_simulator_plays_the_other_operators(cluster):
             "kind": "DataScienceCluster",
             "metadata": {"name": "default-dsc"},
             "spec": {"components": {"kserve": {"managementState": "Managed"}}},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "prepull", "namespace": ns},
-            "spec": {
-                "selector": {"matchLabels": {"app": "prepull"}},
-                "template": {
-                    "metadata": {"labels": {"app": "prepull"}},
-                    "spec": pod | {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
-                },
-            },
-        },
-        {
-            "apiVersion": "leaderworkerset.x-k8s.io/v1",
-            "kind": "LeaderWorkerSet",
-            "metadata": {"name": "decode", "namespace": ns},
-            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": pod}}},
         },
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
@@ -604,8 +586,6 @@ def test_simulator_plays_the_other_operators(cluster):
             ("-n", ns, "nodefeaturediscovery/nfd-instance", "--for=condition=Available"),
             ("dscinitialization/default-dsci", "--for=jsonpath={.status.phase}=Ready"),
             ("datasciencecluster/default-dsc", "--for=condition=Ready"),
-            ("-n", ns, "daemonset/prepull", "--for=jsonpath={.status.numberReady}=2"),
-            ("-n", ns, "leaderworkerset/decode", "--for=condition=Available"),
             ("-n", ns, "scaledobject/so", "--for=condition=Ready"),
             ("-n", ns, "application/site", "--for=jsonpath={.status.health.status}=Healthy"),
             ("-n", ns, "inferencepool/pool", "--for=jsonpath={.status.parents[0].conditions[0].status}=True"),

@@ -3,7 +3,8 @@
 One instance with the controller on (``cluster_factory(..., kserve=True)``): hand-written
 LLMInferenceServices go in, and the tests assert on what KServe itself creates from them and
 from its own presets (read from the same pinned KServe module), and on the status KServe
-concludes once the simulator plays what the kubelet and the Gateway controller would report.
+concludes from the pods kube-scheduler binds and kwok runs (and the LeaderWorkerSet controller makes)
+and from what the simulator plays for the Gateway controller.
 """
 
 from __future__ import annotations
@@ -344,10 +345,10 @@ def test_single_node_with_scheduler(kcluster, presets):
 
 
 def test_readiness_follows_the_workload(kcluster):
-    """KServe's Ready comes from the Deployment's status: held back by the simulator, not Ready."""
+    """KServe's Ready comes from the Deployment's status: while no node takes its pod (every node
+    cordoned), kube-scheduler leaves it Pending and KServe does not report Ready; uncordoned, it is."""
     ns, name = namespace(kcluster, "kserve-held"), "held"
-    kcluster.set_never_ready("Deployment", f"{name}-kserve", ns)
-    try:
+    with kcluster.hold_scheduling():
         res = apply(kcluster, llmisvc(name, ns, template={"containers": [container()]}))
         assert res.returncode == 0, res.stderr
         must_get(kcluster, "deployment", f"{name}-kserve", "-n", ns)
@@ -356,11 +357,9 @@ def test_readiness_follows_the_workload(kcluster):
             c = conditions(get(kcluster, "llminferenceservice", name, "-n", ns) or {})
             return c.get("MainWorkloadReady") == "False" and c.get("Ready") == "False"
 
-        wait_for(not_ready, what="MainWorkloadReady False while the Deployment is held")
+        wait_for(not_ready, what="MainWorkloadReady False while the pod cannot be scheduled")
         time.sleep(2)
         assert not_ready(), "KServe must not report Ready while its Deployment is unavailable"
-    finally:
-        kcluster.clear_never_ready()
     wait_ready(kcluster, ns, name)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
+from controlplane import artifacts
 from kubernetes import dynamic
 from kubernetes.client.rest import ApiException
 
@@ -43,6 +44,10 @@ def _list(dyn, api_version, kind, ns):
 def grid(cluster_factory, tmp_path_factory):
     cluster = cluster_factory(PROFILE)
     tmp = tmp_path_factory.mktemp("grid")
+    # the site's pvc:// weights, staged before the converge as its storage team would (else the pods
+    # that mount them stay Pending: kube-scheduler runs here)
+    for intent in cli.site_intents(str(INVENTORIES / SITE), None).values():
+        artifacts.stage(cluster.new_api_client(), intent)
     first = _converge(cluster, tmp)
     assert first.rc == 0, first.failure_messages() or first.stdout[-4000:]
     return cluster, tmp, first

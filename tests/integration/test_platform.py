@@ -267,7 +267,7 @@ class TestSno:
         assert "requirement(s) not met; nothing was changed" in msg
         assert "x h100 needed" in msg and "0 found" in msg
         assert "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition: 1" in msg
-        assert "RDMA: the plan uses RDMA (" in msg and "hardware.interconnect is rdma" in msg
+        assert "RDMA: the plan uses RDMA (qwen-chat moves KV between pods over RDMA" in msg
         assert snapshot(cp) == before
         assert not run.results_of("inference.blueprints.k8s_apply")
 

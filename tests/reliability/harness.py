@@ -268,6 +268,30 @@ def object_path(obj: dict) -> str:
     return f"{base}{ns}/{plurals[obj['kind']]}/{meta['name']}"
 
 
+def stage_artifacts(plane, inventory: Path, cluster: str | None = None) -> list[str]:
+    """What the site's storage team stages before a converge (controlplane/artifacts.py): the Bound
+    claims of its pvc:// model artifacts, without which kube-scheduler leaves their pods Pending."""
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+    from controlplane import artifacts
+
+    intents = cli.site_intents(str(inventory), str(ROOT / "blueprints"))  # a copy has no blueprints beside it
+    staged = []
+    for host, intent in intents.items():
+        if cluster in (None, host):
+            staged += artifacts.stage(plane.census.api, intent)
+    return staged
+
+
+def remove_staged_volumes(plane, staged: list[str]) -> None:
+    """The volumes stage_artifacts made (``namespace/claim`` each; their claims went with the site's
+    namespace at teardown), so that the next test's object count does not hold them."""
+    from controlplane import artifacts
+
+    for item in staged:
+        with contextlib.suppress(Exception):  # gone already
+            plane.call("DELETE", f"/api/v1/persistentvolumes/{artifacts.volume_name(*item.split('/', 1))}")
+
+
 def delete_namespace(api_client, name: str, timeout: float = 120.0) -> None:
     """Delete a namespace the test made and wait until it is gone: the namespace controller empties
     it in the background, and the tests after this one count every object."""

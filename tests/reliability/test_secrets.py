@@ -28,6 +28,8 @@ from tests.reliability.harness import (
     apply_edit,
     copy_inventory,
     delete_namespace,
+    remove_staged_volumes,
+    stage_artifacts,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -115,6 +117,15 @@ def _canaries(plane, tenants: list[dict]) -> dict[str, str]:
     return canaries
 
 
+@pytest.fixture
+def grid_weights(plane):
+    """The grid's pvc:// weights, staged as its storage team would before a converge (kube-scheduler
+    leaves pods whose claim is missing Pending); their volumes removed after the test's teardown."""
+    staged = stage_artifacts(plane, ROOT / "inventories" / SITE)
+    yield staged
+    remove_staged_volumes(plane, staged)
+
+
 def _site_adopting_its_namespace(tmp_path):
     """The example copied; the tenants' Secrets exist before the first converge, so their namespace does: the
     site adopts it. Returns the inventory and its tenants."""
@@ -124,7 +135,7 @@ def _site_adopting_its_namespace(tmp_path):
     return inventory, yaml.safe_load(site_file.read_text())["tenants"]
 
 
-def test_no_canary_secret_appears_anywhere(plane, tmp_path):
+def test_no_canary_secret_appears_anywhere(plane, grid_weights, tmp_path):
     inventory, tenants = _site_adopting_its_namespace(tmp_path)
     canaries = _canaries(plane, tenants)
     token, api_key, inline_key = (canaries[k] for k in ("kubeconfig token", "K8S_AUTH_API_KEY", "inline tenant key"))

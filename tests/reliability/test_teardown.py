@@ -25,6 +25,8 @@ from tests.reliability.harness import (
     copy_inventory,
     object_path,
     quiet_total,
+    remove_staged_volumes,
+    stage_artifacts,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -47,6 +49,9 @@ RELAXED = {
     "example-ai-grid": "21 H100 on 4-GPU nodes (the profile has 16 on two 8-GPU nodes)",
     "example-edge-fleet": "an RTX PRO 6000 per site",
 }
+# The edge fleet's three sites converge together on the one plane: their inventory says they share it
+# (same_cluster_as on each), else preflight stops them, naming the hosts, as it would on a real cluster
+SHARED = {"example-edge-fleet": ["store-berlin-001", "clinic-lyon-002", "branch-austin-003"]}
 
 
 # the identity every site converges and tears down as: a ServiceAccount with no rights but the roles
@@ -134,6 +139,8 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
     census = plane.census
     limit = ["--limit", cluster] if cluster else []
     inventory = copy_inventory(site, tmp_path)
+    if site in SHARED:
+        (inventory / "group_vars/all/same_cluster.yml").write_text(f"same_cluster_as: {json.dumps(SHARED[site])}\n")
     admin = ansible_env(plane.kubeconfig)
     # the package's plane is shared: what earlier tests converged of this site goes first, so that
     # "before" counts nothing the teardown under test would also remove
@@ -141,11 +148,13 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
     assert cleared.rc == 0, cleared.output[-3000:]
     remove_access(plane)
     plane.service_account_token(DEPLOYER_NS, DEPLOYER)
+    staged: list[str] = []
     try:
         before = quiet_total(census)
         env, roles = grant(plane, inventory, admin, tmp_path, limit)
         assert any(r.startswith("platform: ClusterRole") for r in roles), roles
         assert any(r.startswith("serving: Role") for r in roles), roles
+        staged += stage_artifacts(plane, inventory, cluster)  # its pvc:// weights (the namespace goes at teardown)
         converge = ansible_playbook(
             PLAYBOOKS / "site.yml", inventory, env=env, extravars=site_extravars(site, tmp_path), args=limit
         )
@@ -174,11 +183,13 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
         second = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
         assert second.rc == 0, second.output[-3000:]
         access_left = remove_access(plane)
+        remove_staged_volumes(plane, staged)
         after = quiet_total(census)
     except BaseException:
         # a failed site leaves nothing that would change the next site's counts
         ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=admin, args=limit)
         remove_access(plane)
+        remove_staged_volumes(plane, staged)
         raise
     results.record(
         "teardown",

@@ -1,8 +1,11 @@
 """Status simulator: plays the operators and controllers of a real cluster (TEST-SIDE ONLY).
 
-No pod ever runs on the local control plane, so nothing would ever report ready. This
-simulator watches the objects the collection creates and writes the status their real
-controllers would write, following each CRD's status schema:
+The local control plane runs the upstream controllers that can be built here: kube-apiserver,
+kube-controller-manager (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs), kube-scheduler,
+kwok as the node agent (pods Running/Ready), the LeaderWorkerSet controller and KServe's
+LLMInferenceService controller; workload status is theirs. This simulator plays only what has no
+runnable upstream here: it watches the objects the collection creates and writes the status their
+real controllers would write, following each CRD's status schema:
 
 ====================================  =================================================
 object                                what the simulator does
@@ -14,10 +17,10 @@ Subscription (operators.coreos.com)   InstallPlan (Automatic: Complete at once; 
                                       installedCSV/currentCSV/state AtLatestKnown
 ClusterPolicy (nvidia.com)            ``status.state: ready`` + Ready condition
 NicClusterPolicy (mellanox.com)       ``status.state: ready``
+MacvlanNetwork (mellanox.com)         ``status.state: ready`` (the network operator's, once it
+                                      rendered the NetworkAttachmentDefinition)
 NodeFeatureDiscovery                  conditions Available/Upgradeable True
 DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
-Deployment, StatefulSet, DaemonSet    replicas ready/available, Available condition
-LeaderWorkerSet                       Available condition, ready replicas
 HTTPRoute                             ``parents[]`` as the Gateway controller writes them, for
                                       each parent Gateway that is Accepted and whose
                                       GatewayClass exists (its ``controllerName``): Accepted, and
@@ -46,10 +49,10 @@ other processes (ansible runs) can change it while the simulator runs:
 * ``neverReady``: one entry per line, ``Kind/name`` or ``Kind/namespace/name``; such
   objects are never made ready, so timeouts and their messages can be tested.
 
-What the simulator plays for workloads is what a kubelet, the scheduler and the workload
-controllers would report once pods run; for routes, what the Gateway controller (on
-OpenShift: the ingress operator's ``openshift.io/gateway-controller/v1``) would report. With
-the real KServe controller running, everything KServe concludes from that is KServe's own.
+For routes the simulator plays what the Gateway controller (on OpenShift: the ingress operator's
+``openshift.io/gateway-controller/v1``) would report. Workloads are not its business: a workload
+held back in a test is held the way a cluster holds one (e.g. nodes cordoned: its pods stay
+Pending), see ``ControlPlane.hold_scheduling``.
 
 Run it in a thread (:class:`Simulator`) or as a process: ``python -m simulator
 --kubeconfig K``.
@@ -144,13 +147,10 @@ INSTALLPLAN = Res("operators.coreos.com", "v1alpha1", "installplans", "InstallPl
 CSV = Res("operators.coreos.com", "v1alpha1", "clusterserviceversions", "ClusterServiceVersion")
 CLUSTERPOLICY = Res("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False)
 NICCLUSTERPOLICY = Res("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClusterPolicy", False)
+MACVLANNETWORK = Res("mellanox.com", "v1alpha1", "macvlannetworks", "MacvlanNetwork", False)
 NFD = Res("nfd.openshift.io", "v1", "nodefeaturediscoveries", "NodeFeatureDiscovery")
 DSCI = Res("dscinitialization.opendatahub.io", "v1", "dscinitializations", "DSCInitialization", False)
 DSC = Res("datasciencecluster.opendatahub.io", "v1", "datascienceclusters", "DataScienceCluster", False)
-DEPLOYMENT = Res("apps", "v1", "deployments", "Deployment")
-STATEFULSET = Res("apps", "v1", "statefulsets", "StatefulSet")
-DAEMONSET = Res("apps", "v1", "daemonsets", "DaemonSet")
-LWS = Res("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
 HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 SERVICE = Res("", "v1", "services", "Service")
@@ -163,7 +163,6 @@ APPLICATION = Res("argoproj.io", "v1alpha1", "applications", "Application")
 MCP = Res("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False)
 MCN = Res("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False)
 PINNEDIMAGESET = Res("machineconfiguration.openshift.io", "v1", "pinnedimagesets", "PinnedImageSet", False)
-NODE = Res("", "v1", "nodes", "Node", False)
 NO_STATUS_SUBRESOURCE = {APPLICATION}
 CONFIGMAP = Res("", "v1", "configmaps", "ConfigMap")
 
@@ -241,14 +240,11 @@ class Simulator:
             INSTALLPLAN: self.on_installplan,
             CLUSTERPOLICY: self.on_clusterpolicy,
             NICCLUSTERPOLICY: self.on_nicclusterpolicy,
+            MACVLANNETWORK: self.on_macvlannetwork,
             NFD: self.on_nfd,
             DSCI: self.on_dsci,
             DSC: self.on_dsc,
-            DEPLOYMENT: self.on_deployment,
             HTTPROUTE: self.on_httproute,
-            STATEFULSET: self.on_statefulset,
-            DAEMONSET: self.on_daemonset,
-            LWS: self.on_lws,
             INFERENCEPOOL: self.on_inferencepool,
             SCALEDOBJECT: self.on_scaledobject,
             HPA: self.on_hpa,
@@ -670,6 +666,11 @@ class Simulator:
         if (obj.get("status") or {}).get("state") != "ready":
             self.patch_status(NICCLUSTERPOLICY, obj, {"state": "ready", "appliedStates": []})
 
+    def on_macvlannetwork(self, obj: dict) -> None:
+        # network-operator v26.4.1 controllers/macvlannetwork_controller.go updateCrStatus: state of its one state
+        if (obj.get("status") or {}).get("state") != "ready":
+            self.patch_status(MACVLANNETWORK, obj, {"state": "ready"})
+
     def on_nfd(self, obj: dict) -> None:
         want = [
             cond("Available", "True", "AsExpected"),
@@ -700,112 +701,6 @@ class Simulator:
         installed = {k: (v or {}).get("managementState") == "Managed" for k, v in comps.items()}
         self._odh_ready(
             DSC, obj, {"installedComponents": installed, "observedGeneration": obj["metadata"].get("generation", 1)}
-        )
-
-    def on_deployment(self, obj: dict) -> None:
-        md, st = obj["metadata"], obj.get("status") or {}
-        n = (obj.get("spec") or {}).get("replicas", 1)
-        gen = md.get("generation", 1)
-        if (
-            st.get("availableReplicas") == n
-            and st.get("readyReplicas") == n
-            and st.get("observedGeneration") == gen
-            and (n or st.get("conditions"))
-        ):
-            return
-        self.patch_status(
-            DEPLOYMENT,
-            obj,
-            {
-                "observedGeneration": gen,
-                "replicas": n,
-                "updatedReplicas": n,
-                "readyReplicas": n,
-                "availableReplicas": n,
-                "unavailableReplicas": 0,
-                "conditions": [
-                    cond(
-                        "Available",
-                        "True",
-                        "MinimumReplicasAvailable",
-                        "Deployment has minimum availability.",
-                        lastUpdateTime=now(),
-                    ),
-                    cond(
-                        "Progressing",
-                        "True",
-                        "NewReplicaSetAvailable",
-                        f'ReplicaSet "{md["name"]}" has successfully progressed.',
-                        lastUpdateTime=now(),
-                    ),
-                ],
-            },
-        )
-
-    def on_statefulset(self, obj: dict) -> None:
-        md, st = obj["metadata"], obj.get("status") or {}
-        n = (obj.get("spec") or {}).get("replicas", 1)
-        gen = md.get("generation", 1)
-        if st.get("readyReplicas") == n and st.get("observedGeneration") == gen:
-            return
-        self.patch_status(
-            STATEFULSET,
-            obj,
-            {
-                "observedGeneration": gen,
-                "replicas": n,
-                "readyReplicas": n,
-                "currentReplicas": n,
-                "updatedReplicas": n,
-                "availableReplicas": n,
-            },
-        )
-
-    def _nodes_matching(self, selector: dict | None) -> int:
-        nodes = self.list(NODE)
-        sel = selector or {}
-        return sum(1 for nd in nodes if all((nd["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items()))
-
-    def on_daemonset(self, obj: dict) -> None:
-        md, st = obj["metadata"], obj.get("status") or {}
-        tmpl = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        n = self._nodes_matching(tmpl.get("nodeSelector"))
-        gen = md.get("generation", 1)
-        if st.get("numberReady") == n and st.get("desiredNumberScheduled") == n and st.get("observedGeneration") == gen:
-            return
-        self.patch_status(
-            DAEMONSET,
-            obj,
-            {
-                "observedGeneration": gen,
-                "currentNumberScheduled": n,
-                "desiredNumberScheduled": n,
-                "numberMisscheduled": 0,
-                "numberReady": n,
-                "numberAvailable": n,
-                "updatedNumberScheduled": n,
-            },
-        )
-
-    def on_lws(self, obj: dict) -> None:
-        md, st = obj["metadata"], obj.get("status") or {}
-        n = (obj.get("spec") or {}).get("replicas", 1)
-        want = [
-            cond("Available", "True", "AllGroupsReady", "All replicas are ready"),
-            cond("Progressing", "False", "Ready"),
-        ]
-        if st.get("readyReplicas") == n and same_conditions(st.get("conditions"), want):
-            return
-        self.patch_status(
-            LWS,
-            obj,
-            {
-                "replicas": n,
-                "readyReplicas": n,
-                "updatedReplicas": n,
-                "observedGeneration": md.get("generation", 1),
-                "conditions": want,
-            },
         )
 
     # ------------------------------------------------------------------ Gateway controller

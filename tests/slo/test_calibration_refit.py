@@ -28,9 +28,9 @@ def test_measured_rates_move_the_plan_the_right_way(tmp_path, factor, direction)
     inv = tmp_path / "inventory"
     shutil.copytree(INVENTORIES / "example-chat", inv)
     assert before["latency"]["calibrated"] is False
-    pool = before["pools"]["serve"]
-    dp = max(1, pool["dp"] // pool["replicas"]) if pool.get("replicas") else 1
-    layout = {"tp": pool["tp"], "pp": pool["pp"], "dp": dp, "ep": pool["ep"]}
+    # the pool whose decode rate the plan models: the aggregated one, or the decode pool of a P/D plan
+    pool = before["pools"]["serve"] or before["pools"]["decode"]
+    layout = {"tp": pool["tp"], "pp": pool["pp"], "dp": before["layout"]["dp_per_engine"], "ep": pool["ep"]}
     # the planner's own figures for that layout: its modelled decode step at the planned batch and its
     # modelled prefill of a mean prompt (the efficiencies the plan reports), scaled by `factor`
     est = before["estimates"]

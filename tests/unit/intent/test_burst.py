@@ -322,9 +322,9 @@ def test_without_an_engine_image_the_presets_image_stays_and_its_pull_is_in_the_
             for svc in kind(_rendered(site_vars, host, mutate), "LLMInferenceService"):
                 for path, main in _engine_containers(svc):
                     assert "image" not in main, (host, path)
-                # a data-parallel pool still selects KServe's preset with an empty worker
+                # a data-parallel pool's worker runs the leader's pod, and the preset's image like it
                 for pool in (svc["spec"], svc["spec"].get("prefill") or {}):
-                    assert pool.get("worker") in (None, {})
+                    assert pool.get("worker") in (None, pool.get("template"))
     objs = _rendered(site_vars, BURST, _no_engine_image)
     (pis,) = kind(objs, "PinnedImageSet")
     assert [i["name"] for i in pis["spec"]["pinnedImages"]] == [site_vars[BURST][0]["models"][0]["artifact"]["uri"][6:]]

@@ -391,17 +391,26 @@ def test_defect7_roce_pods_get_the_rdma_network_and_gid_detection(tmp_path):
         assert container["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1"
 
 
-def test_rdma_pods_name_no_network_that_nobody_creates(tmp_path):
-    """Without a macvlan master (or SR-IOV) the network operator creates no secondary network:
-    a Multus annotation naming one would keep every pod from starting."""
+def test_rdma_pods_name_the_network_the_platform_creates(tmp_path):
+    """Every RDMA pod's Multus annotation names a NetworkAttachmentDefinition the platform makes the
+    operator render: the MacvlanNetwork's (shared mode; without a master it takes the default-route
+    interface, and the platform notes say so) or the SriovNetwork's. A name nobody creates would keep
+    every pod from starting."""
     intent = _disaggregated_chat(tmp_path, {})
-    assert not by_kind(objects_of(intent, "platform"), "MacvlanNetwork")
+    (net,) = by_kind(objects_of(intent, "platform"), "MacvlanNetwork")
+    assert "master" not in net["spec"]
+    assert any("network_operator_macvlan_master is empty" in n for n in intent["platform"]["notes"])
     svc = by_kind(objects_of(intent), "LLMInferenceService")[0]
-    assert "k8s.v1.cni.cncf.io/networks" not in svc["metadata"].get("annotations", {})
+    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
+        f"{net['spec']['networkNamespace']}/{net['metadata']['name']}"
+    )
     sriov = _disaggregated_chat(tmp_path / "sriov", {"network_operator_mode": "sriov"})
     svc = by_kind(objects_of(sriov), "LLMInferenceService")[0]
+    assert not by_kind(objects_of(sriov, "platform"), "MacvlanNetwork")
     (net,) = by_kind(objects_of(sriov, "platform"), "SriovNetwork")
-    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].endswith(f"/{net['metadata']['name']}")
+    assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
+        f"{net['spec']['networkNamespace']}/{net['metadata']['name']}"
+    )
     for _name, wl in workloads(svc):
         limits = wl["template"]["containers"][0]["resources"]["limits"]
         assert [k for k in limits if k.startswith("openshift.io/")], limits

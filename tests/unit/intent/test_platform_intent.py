@@ -100,14 +100,28 @@ def test_rdma_is_decided_once_chat_needs_it_edge_does_not(chat, edge):
         assert bool(p["requirements"]["rdma"]) is needed
         policy = one(objects(intent, "operands"), "ClusterPolicy")
         assert policy["spec"]["driver"]["rdma"]["enabled"] is needed
-    assert "hardware.interconnect is rdma" in chat["platform"]["rdma"]["why"]
+    # the chat site's P/D KV crosses nodes over NIXL/UCX on RDMA: that, not its RDMA NICs, installs the stack
+    assert "qwen-chat moves KV between pods over RDMA" in chat["platform"]["rdma"]["why"]
+    assert "hardware.interconnect" not in chat["platform"]["rdma"]["why"]
+
+
+def test_rdma_nics_alone_install_no_network_operator(chat):
+    """A site with RDMA NICs whose models keep their traffic inside a node (no P/D KV over RDMA, no engine
+    over pods): no network operator, no GPUDirect RDMA, no RDMA requirement (issue 24)."""
+    assert chat["hardware"]["interconnect"] == "rdma"
+    p = rebuilt(chat, **{"serving.models.0.rdma": False, "serving.models.0.rdma_why": None})["platform"]
+    assert p["rdma"]["needed"] is False
+    assert p["rdma"]["why"].startswith("the nodes have RDMA NICs (hardware.interconnect rdma), but no model")
+    assert "network_operator" not in p["components"]
+    assert p["gpu_operator"]["rdma"] is False and p["requirements"]["rdma"] is False
 
 
 def test_rdma_follows_a_model_that_moves_kv_over_rdma(edge):
     # an edge site whose model moves KV over RDMA (the serving intent's per-model decision)
-    p = rebuilt(edge, **{"serving.models.0.rdma": True})["platform"]
+    why = f"{edge['serving']['models'][0]['name']} moves KV between pods over RDMA (NixlConnector, ucx-rdma)"
+    p = rebuilt(edge, **{"serving.models.0.rdma": True, "serving.models.0.rdma_why": why})["platform"]
     assert p["rdma"]["needed"] is True
-    assert f"{edge['serving']['models'][0]['name']} moves KV" in p["rdma"]["why"]
+    assert p["rdma"]["why"] == why
     assert p["gpu_operator"]["rdma"] is True
     # the edge blueprint has no network operator: the driver comes from the host
     assert "network_operator" not in p["components"] and p["gpu_operator"]["use_host_mofed"] is True
@@ -355,7 +369,7 @@ def test_preflight_evaluates_the_intent_requirements(chat):
     )  # fmt: skip
     unmet = cf.evaluate(sno, req)
     assert any("x h100 needed" in u and "0 found" in u for u in unmet), unmet
-    assert any(u.startswith("RDMA: the plan uses RDMA (") and "hardware.interconnect is rdma" in u for u in unmet)
+    assert any(u.startswith("RDMA: the plan uses RDMA (qwen-chat moves KV between pods over RDMA") for u in unmet)
     assert any("API group gateway.networking.k8s.io is not served" in u for u in unmet), unmet
 
 

@@ -1,14 +1,16 @@
 // Command kcp is the local control plane of the test suite: one binary holding
-// kube-apiserver, kube-controller-manager and kubectl from the published Kubernetes Go
-// modules, an embedded etcd, and a small supervisor ("kcp run") that wires them up.
+// kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the published
+// Kubernetes Go modules, an embedded etcd, and a small supervisor ("kcp run") that wires them up.
 //
-//	kcp run --dir D --port P ...   start etcd (in process), kube-apiserver and
-//	                               kube-controller-manager (child processes), install the
-//	                               CRD bundle, serve the PackageManifest aggregated API,
-//	                               write D/kubeconfig, print one READY line, run until
-//	                               SIGTERM/SIGINT, then stop everything it started.
+//	kcp run --dir D --port P ...   start etcd (in process), kube-apiserver,
+//	                               kube-controller-manager and kube-scheduler (child
+//	                               processes), install the CRD bundle, serve the
+//	                               PackageManifest aggregated API, write D/kubeconfig, print
+//	                               one READY line, run until SIGTERM/SIGINT, then stop
+//	                               everything it started.
 //	kcp apiserver ARGS...          kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver/app)
 //	kcp controller-manager ARGS... kube-controller-manager
+//	kcp scheduler ARGS...          kube-scheduler (k8s.io/kubernetes/cmd/kube-scheduler/app)
 //	kcp kubectl ARGS...            kubectl (also when the binary is invoked as "kubectl")
 package main
 
@@ -25,6 +27,7 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
 func main() {
@@ -49,6 +52,10 @@ func main() {
 		c := kcm.NewControllerManagerCommand()
 		c.SetArgs(args)
 		os.Exit(cli.Run(c))
+	case "scheduler":
+		c := scheduler.NewSchedulerCommand()
+		c.SetArgs(args)
+		os.Exit(cli.Run(c))
 	case "kubectl":
 		c := kubectlcmd.NewDefaultKubectlCommand()
 		c.SetArgs(args)
@@ -59,6 +66,6 @@ func main() {
 }
 
 func usage() {
-	os.Stderr.WriteString("usage: kcp run|apiserver|controller-manager|kubectl [args...]\n")
+	os.Stderr.WriteString("usage: kcp run|apiserver|controller-manager|scheduler|kubectl [args...]\n")
 	os.Exit(2)
 }

@@ -104,7 +104,7 @@ func (p pki) leaf(ca *keyPair, base, cn string, orgs []string, server bool, dns 
 	return p.writeKey(base+".key", key)
 }
 
-// generate creates: ca, apiserver (serving), admin (system:masters), controller-manager,
+// generate creates: ca, apiserver (serving), admin (system:masters), controller-manager, scheduler,
 // front-proxy-ca + front-proxy-client (aggregator), packageserver (serving), sa key pair.
 func (p pki) generate() error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
@@ -127,6 +127,11 @@ func (p pki) generate() error {
 	// (--use-service-account-credentials=false), so it needs rights over every resource.
 	if err := p.leaf(ca, "controller-manager", "system:kube-controller-manager",
 		[]string{"system:masters"}, false, nil, nil); err != nil {
+		return err
+	}
+	// kube-scheduler runs as itself: the API server's bootstrap RBAC binds system:kube-scheduler
+	// (and system:volume-scheduler, extension-apiserver-authentication-reader) to this user.
+	if err := p.leaf(ca, "scheduler", "system:kube-scheduler", nil, false, nil, nil); err != nil {
 		return err
 	}
 	// The aggregator dials the APIService's service as <name>.<namespace>.svc.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +37,26 @@ import (
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 )
 
+// kcmControllers are the kube-controller-manager controllers kcp runs. Not the EndpointSlice
+// controller: pod IPs are loopback addresses here (kwok_agent.py), which the API server refuses in
+// an EndpointSlice; nothing here reads them (the endpoint picker lists the pool's pods itself).
+var kcmControllers = []string{
+	"namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
+	"serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
+	"clusterrole-aggregation-controller",
+	"deployment-controller", "replicaset-controller", "statefulset-controller",
+	"daemonset-controller", "job-controller", "pod-garbage-collector-controller",
+	// Binds PersistentVolumeClaims to the volumes made for them (artifacts.py: the pvc:// model
+	// artifacts a site stages); nothing provisions volumes dynamically here.
+	"persistentvolume-binder-controller",
+	// Lift the protection finalizers the API server's admission puts on claims and volumes once no
+	// pod uses them (else a namespace with a claim never finishes terminating).
+	"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
+	// Removes the not-ready taint the API server's TaintNodesByCondition admission puts on every new
+	// Node once kwok reports it Ready, and taints a node whose kwok Lease goes stale.
+	"node-lifecycle-controller",
+}
+
 type runOpts struct {
 	dir         string
 	port        int
@@ -45,6 +66,8 @@ type runOpts struct {
 	crds        string
 	catalog     string
 	kcm         bool
+	scheduler   bool
+	schedPort   int
 	snapCache   string
 	readyTimout time.Duration
 }
@@ -64,6 +87,8 @@ func runMain(args []string) int {
 	fs.StringVar(&o.crds, "crds", "", "JSON bundle of CRDs to install ({\"crds\": [...]}, see crdsources/collect.py)")
 	fs.StringVar(&o.catalog, "catalog", "", "operator package catalog (YAML) served as PackageManifests")
 	fs.BoolVar(&o.kcm, "controller-manager", true, "run kube-controller-manager")
+	fs.BoolVar(&o.scheduler, "scheduler", true, "run kube-scheduler")
+	fs.IntVar(&o.schedPort, "scheduler-port", 10259, "kube-scheduler secure port (healthz, metrics) on 127.0.0.1")
 	fs.StringVar(&o.snapCache, "snapshot-cache", "", "directory for etcd snapshots taken right after the CRDs are established; "+
 		"later starts with the same binary and CRD bundle restore it instead of creating every CRD again")
 	fs.DurationVar(&o.readyTimout, "ready-timeout", 60*time.Second, "give up when not ready by then")
@@ -223,7 +248,7 @@ func run(o runOpts) error {
 	}
 	logf("etcd ready on %s (%.1fs)", cu, time.Since(start).Seconds())
 
-	sup := &supervisor{exited: make(chan string, 4)}
+	sup := &supervisor{exited: make(chan string, 8)}
 	defer sup.stop()
 	server := fmt.Sprintf("https://127.0.0.1:%d", o.port)
 	err = sup.spawn("apiserver", filepath.Join(dir, "apiserver.log"),
@@ -300,9 +325,34 @@ func run(o runOpts) error {
 			"--use-service-account-credentials=false",
 			"--service-account-private-key-file="+p.path("sa.key"),
 			"--root-ca-file="+p.path("ca.crt"),
-			"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,"+
-				"serviceaccount-token-controller,root-ca-certificate-publisher-controller,"+
-				"clusterrole-aggregation-controller",
+			// The workload controllers make the pods a cluster would get (Deployment ->
+			// ReplicaSet -> Pod, StatefulSet, DaemonSet, Job) and their status; the scheduler
+			// binds them and kwok, the node agent, runs them. No HPA controller: the simulator
+			// plays HPA status.
+			"--controllers="+strings.Join(kcmControllers, ","),
+			// kwok renews each node's Lease; on a machine this busy a renewal can come late, and a
+			// node declared NotReady would leave new pods Pending: 2 min, not the 50 s default.
+			"--node-monitor-grace-period=2m",
+		)
+		if err != nil {
+			return err
+		}
+	}
+	if o.scheduler {
+		schedKubeconfig := filepath.Join(dir, "scheduler.kubeconfig")
+		if err := writeKubeconfig(schedKubeconfig, server, p, "scheduler"); err != nil {
+			return err
+		}
+		// kube-scheduler as kubeadm runs it: its own identity (system:kube-scheduler, bound by
+		// the API server's bootstrap RBAC), no leader election, serving on loopback only.
+		err = sup.spawn("scheduler", filepath.Join(dir, "scheduler.log"),
+			"--kubeconfig="+schedKubeconfig,
+			"--authentication-kubeconfig="+schedKubeconfig,
+			"--authorization-kubeconfig="+schedKubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(o.schedPort),
+			"--cert-dir="+filepath.Join(dir, "scheduler"),
+			"--leader-elect=false",
 		)
 		if err != nil {
 			return err

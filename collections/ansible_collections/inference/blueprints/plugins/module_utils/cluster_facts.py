@@ -633,8 +633,8 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
     """Every unmet requirement, one line each (empty list = ready).
 
     ``requirements`` is what the deployment intent says the site needs (intent/platform.py
-    decides it; see ``requirements_from_plans``): openshift_min/max, apis, gpus, rdma,
-    single_node, storage_class, allow_unobserved_gpus.
+    decides it; see ``requirements_from_plans``): openshift_min/max, apis, gpus, pods (placement),
+    rdma, single_node, storage_class, allow_unobserved_gpus.
     """
     req = requirements or {}
     unmet = []
@@ -685,7 +685,10 @@ def evaluate(facts, requirements):  # noqa: PLR0912 - one branch per kind of req
 
     short = _node_gap(facts, req.get("gpu_nodes"))
     if short:
-        unmet.append(short)
+        unmet.append(short)  # fewer nodes than the plan was sized for: packing its pods would only repeat it
+    else:
+        unmet.extend(placement_gap(facts, req))
+
     rdma = req.get("rdma")
     if rdma:
         unmet.extend(_rdma_gap(facts, req, rdma))
@@ -772,6 +775,101 @@ def _rdma_gap(facts, req, rdma):
     ]
 
 
+def placement_nodes(facts):
+    """The GPU nodes as placement sees them: name, GPU (catalog id, or the GFD product), GPUs, RDMA NIC."""
+    return [
+        {
+            "name": n["name"],
+            "catalog_id": n["gpu"].get("catalog_id"),
+            "product": n["gpu"]["product"],
+            "gpus": n["gpu"]["count"],
+            # the RDMA device plugin advertises the NIC once the network operator runs; NFD's Mellanox label is there
+            # before (the GPU operator, whose labels make GPUs observable, runs after NFD)
+            "rdma": bool(n["nic"]["rdma"] or n["nic"]["mellanox"]),
+        }
+        for n in facts["nodes"]
+        if n["gpu"]["present"] and n["gpu"]["count"] > 0
+    ]
+
+
+def _node_has(node, gpu):
+    return node.get("catalog_id") == gpu or gpu_matches(gpu, node["product"])
+
+
+def pack_pods(nodes, pods):
+    """Place every pod of ``pods`` on one of ``nodes`` the way the scheduler's resource fit allows it: a pod
+    needs its GPUs of its type on one node, and a node with an RDMA NIC when it asks for an RDMA device.
+
+    ``nodes``: ``placement_nodes``; ``pods``: ``[{model, role, gpu, gpus, rdma, count}]`` (``count`` pods of
+    ``gpus`` GPUs and ``rdma`` RDMA devices each; ``platform.requirements.pods``). Largest pods first, each on
+    the fitting node with the fewest GPUs left (best fit decreasing: a packing exists when this finds one for
+    the few pod sizes a site has). Returns ``(nodes with their "pods" and "free", unplaced pods with the
+    count that did not fit)``; the input is not changed."""
+    placed = [{**n, "free": n["gpus"], "pods": []} for n in nodes]
+    unplaced = []
+    for pod in sorted(pods, key=lambda p: (-int(p["gpus"]), -int(p.get("rdma") or 0), p["model"], p["role"])):
+        left = int(pod["count"])
+        for _ in range(int(pod["count"])):
+            fits = [
+                n
+                for n in placed
+                if _node_has(n, pod["gpu"]) and n["free"] >= int(pod["gpus"]) and (n["rdma"] or not pod.get("rdma"))
+            ]
+            if not fits:
+                break
+            node = min(fits, key=lambda n: (n["free"], n["name"]))
+            node["free"] -= int(pod["gpus"])
+            node["pods"].append({k: pod[k] for k in ("model", "role", "gpu", "gpus", "rdma")})
+            left -= 1
+        if left:
+            unplaced.append({**pod, "unplaced": left})
+    return placed, unplaced
+
+
+def placement_gap(facts, req):
+    """Preflight of the plan's pods on the cluster's GPU nodes (``req["pods"]``): every pod fits a node of its
+    GPU type with room for all of its GPUs (and an RDMA NIC when it asks for a device), after the site's other
+    pods; a plan that needs more GPUs per node than the nodes have stops here with the numbers, never as
+    Pending pods. GPU types short in total, or of a pod larger than any node, are reported by the GPU count
+    check and skipped here, and so are RDMA NICs when the RDMA check reports them missing. [] when the pods
+    fit or the GPUs are not observable yet."""
+    pods = [p for p in req.get("pods") or [] if int(p.get("count") or 0) > 0 and int(p.get("gpus") or 0) > 0]
+    if not pods or not facts["gpus"]["observable"]:
+        return []
+    nodes = placement_nodes(facts)
+    if req.get("rdma") and _rdma_gap(facts, req, req["rdma"]):
+        nodes = [{**n, "rdma": True} for n in nodes]
+    short = set()
+    for gpu in {p["gpu"] for p in pods}:
+        have = [n["gpus"] for n in nodes if _node_has(n, gpu)]
+        need = sum(int(p["count"]) * int(p["gpus"]) for p in pods if p["gpu"] == gpu)
+        if sum(have) < need or max((int(p["gpus"]) for p in pods if p["gpu"] == gpu), default=0) > max(have, default=0):
+            short.add(gpu)
+    placed, unplaced = pack_pods(nodes, [p for p in pods if p["gpu"] not in short])
+    out = []
+    for pod in unplaced:
+        gpu = pod["gpu"]
+        room = [n for n in placed if _node_has(n, gpu)]
+        shown = ", ".join(
+            f"{n['name']} {n['free']} of {n['gpus']} free"
+            + ("" if n["rdma"] or not pod.get("rdma") else ", no RDMA NIC")
+            for n in room[:8]
+        ) + (f" and {len(room) - 8} more" if len(room) > 8 else "")
+        plan = ", ".join(
+            f"{p['model']} {p['role']} {p['count']} x {p['gpus']}" + (" + RDMA" if p.get("rdma") else "")
+            for p in pods
+            if p["gpu"] == gpu
+        )
+        out.append(
+            f"Placement: {pod['unplaced']} of {pod['count']} {pod['model']} {pod['role']} pod(s) "
+            f"({pod['gpus']} x {gpu}" + (" and an RDMA device" if pod.get("rdma") else "") + " each, on one node) "
+            f"fit no node once the plan's larger pods are placed; {gpu} nodes after placing: {shown or 'none'}; "
+            f"the plan's {gpu} pods: {plan}; valid: GPU nodes with room for every pod, or a plan for the nodes the "
+            "cluster has (hardware.gpus_per_node, hardware.nodes)"
+        )
+    return out
+
+
 # The APIs the serving stage needs and the platform component that installs them:
 # name -> (installer, group, versions, kind). intent/platform.py decides which a site needs;
 # k8s_client names the installer when a kind is not served.
@@ -788,6 +886,7 @@ SERVING_APIS = {
 
 _REQUIREMENT_DEFAULTS = {
     "gpus": [],
+    "pods": [],
     "apis": [],
     "rdma": False,
     "single_node": None,

@@ -78,7 +78,9 @@ options:
     description:
       - Overrides and additions to the requirements derived from O(plans). Keys C(openshift_min),
         C(openshift_max), C(apis) (extra APIs, a list of C({group, versions, for})), C(gpus) (list of
-        C({gpu, count, for})), C(rdma) (C({nodes, why}) or false), C(single_node) (bool or null),
+        C({gpu, count, for})), C(pods) (list of C({model, role, gpu, gpus, rdma, count}), the planned pods, packed
+        on the GPU nodes so that each fits a node with room for all of its GPUs), C(rdma) (C({nodes, why}) or false),
+        C(single_node) (bool or null),
         C(storage_class) (bool), C(allow_unobserved_gpus) (bool), C(engine) (C({vllm_version, stated, image,
         supported}), the vLLM version the plans are written for, checked against the version OpenShift AI's CSV
         names for its LLMInferenceService presets unless C(image) pins the site's own engine).

@@ -15,6 +15,10 @@ description:
     a route not exposed here) is reported, not failed.
   - With O(smoke_prompt), sends one chat completion to every endpoint that answered the probe, and fails
     naming the model, the URL and the answer when one does not succeed.
+  - With O(placement), lists the serving pods of the namespace (by the C(inference.blueprints/model) label KServe
+    copies to every pod template it creates) and reports per model and pool where they run (pods, the node
+    each is bound to, the GPUs and RDMA devices each asks for) against the intent's plan (C(planned_replicas) x
+    C(pods_per_replica) pods of C(gpus_per_pod) GPUs and C(rdma_per_pod) RDMA devices).
   - Fails when a model's service does not exist, or the credentials may not read it (naming the verb and resource).
   - Runs on the controller (an action plugin of the same name, no module transfer) when the host's
     connection is C(local); otherwise, or with E(INFERENCE_BLUEPRINTS_K8S_EXECUTION=module), as a module on
@@ -66,6 +70,17 @@ options:
     default: 120.0
   endpoint_validate_certs:
     description: Verify the endpoints' TLS certificates (the routes of a test cluster often have self-signed ones).
+    type: bool
+    default: false
+  placement:
+    description: Read and report where the serving pods run (needs C(list) on Pods in O(namespace)).
+    type: bool
+    default: true
+  placement_enforce:
+    description:
+      - Fail when the placement has problems, naming each. Problems are pods bound to no node, a pool with other
+        than its planned pods (a pool an autoscaler moves only when it has none), a pod asking for other GPUs or
+        RDMA devices than planned, and an RDMA pod without the secondary network annotation.
     type: bool
     default: false
 seealso:
@@ -120,6 +135,24 @@ reachable:
   description: The base URL of every reachable model, by model name.
   returned: success
   type: dict
+placement:
+  description:
+    - Per model (in the order of O(models)), C(name), C(problems) and C(pools), each pool with C(role),
+      C(planned_pods), C(autoscaled), C(gpus_per_pod), C(rdma_per_pod) (the plan's), C(pods), C(bound), C(ready),
+      C(gpus), C(rdma) (what the live pods ask for) and C(nodes) (C(node), C(pods), C(gpus), C(rdma) per node).
+  returned: success, with O(placement)
+  type: list
+  elements: dict
+placement_lines:
+  description: One readable line per model of the placement.
+  returned: success
+  type: list
+  elements: str
+placement_problems:
+  description: Every placement problem, one line each.
+  returned: success
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

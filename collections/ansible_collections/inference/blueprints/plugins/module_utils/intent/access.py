@@ -23,7 +23,9 @@ Added to those:
   create a role only with rights it holds (RBAC escalation prevention), so the stage holds them too;
 - ``bind`` on a role a rendered binding refers to that the stage does not render;
 - for serving, ``update`` on each LLMInferenceService it renders, by name: ``playbooks/canary.yml`` replaces
-  the services it rolls (and restores them) with a PUT, which ``patch`` does not cover.
+  the services it rolls (and restores them) with a PUT, which ``patch`` does not cover;
+- for serving, ``list`` on the Pods of the serving namespace: verify's placement (``k8s_endpoints``) reads
+  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's).
 
 The split per stage:
 
@@ -58,6 +60,8 @@ WAIT_VERBS = ("get",)
 # what playbooks/canary.yml does beyond the serving stage's apply: it replaces (PUT) the LLMInferenceServices it
 # rolls, and restores the exact previous object the same way (plugins/action/canary.py, Cluster.replace)
 CANARY = {("serving.kserve.io", "LLMInferenceService"): ("update",)}
+# verify's placement lists the serving namespace's Pods (k8s_endpoints; KServe and the LWS controller name them)
+VERIFY_POD_VERBS = ("list",)
 # kinds whose object names the cluster picks, not the intent: OLM names a Subscription's CSV
 UNNAMED = {("operators.coreos.com", "ClusterServiceVersion"): ("get", "delete")}
 # the groups whose reads the cluster read makes when the cluster serves them (all of them on OpenShift)
@@ -234,6 +238,8 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
             verbs = CANARY[(group_of(obj["apiVersion"]), obj["kind"])]
             grants.add(obj["metadata"].get("namespace"), group_of(obj["apiVersion"]), plural(obj["kind"]), verbs,
                        obj["metadata"]["name"])  # fmt: skip
+        if intent["serving"]["models"]:
+            grants.add(intent["serving"]["namespace"], "", "pods", VERIFY_POD_VERBS)
     if stage == "platform":
         _add_reads(grants, intent["platform"]["preflight"]["packages"])
         for (group, kind), verbs in UNNAMED.items():

@@ -80,16 +80,19 @@ def _split(api_version: str) -> tuple[str, str]:
 
 
 def rdma_attachment(options: dict, serving_namespace: str) -> dict:
-    """What a serving pod that moves KV over RDMA requests and attaches, decided once from the
-    network operator's options (the serving intent and the platform both read this): the device
-    resource (``rdma/<name>`` from the shared device plugin, ``openshift.io/<name>`` from SR-IOV)
-    and the secondary network, which exists only with SR-IOV or a macvlan master (None otherwise:
-    the pod then gets the RDMA device but no Multus annotation naming a network nobody created)."""
+    """What a serving pod whose traffic crosses nodes over RDMA requests and attaches, decided once
+    from the network operator's options (the serving intent and the platform both read this): the
+    device resource (``rdma/<name>`` from the shared device plugin, ``openshift.io/<name>`` from
+    SR-IOV) and the secondary network the platform creates for it, named ``<namespace>/<name>`` in
+    the pod's ``k8s.v1.cni.cncf.io/networks`` annotation: the NetworkAttachmentDefinition the network
+    operator renders from the MacvlanNetwork (Mellanox/network-operator v26.4.1
+    manifests/state-macvlan-network: the MacvlanNetwork's name, in its ``networkNamespace``) or the
+    SR-IOV operator from the SriovNetwork (the same rule)."""
     o, p = options["network_operator"], "network_operator_"
     sriov = o[p + "mode"] == "sriov"
     return {
         "resource": f"openshift.io/{o[p + 'sriov_resource_name']}" if sriov else f"rdma/{o[p + 'rdma_resource_name']}",
-        "network": o[p + "network_name"] if sriov or o[p + "macvlan_master"] else None,
+        "network": o[p + "network_name"],
         "network_namespace": o[p + "network_namespace"] or serving_namespace,
     }
 
@@ -222,26 +225,31 @@ class _Builder:
 
     def _deployed(self, component: str, blueprint_components) -> bool:
         if component == "network_operator" and not self.rdma["needed"]:
-            _decision(
-                self.decisions,
-                component,
-                "deploy",
-                False,
-                "no plan moves KV over RDMA and hardware.interconnect is not rdma",
-            )
+            _decision(self.decisions, component, "deploy", False, self.rdma["why"])
             return False
         return True
 
     def _rdma(self) -> dict:
-        """RDMA needed for this cluster: decided here, once, from the models' KV transport (the
-        serving intent's per-model ``rdma`` flag) and the site's interconnect."""
-        why = [f"{m['name']} moves KV between pools over RDMA" for m in self.models if m.get("rdma")]
-        if self.hardware.get("interconnect") == "rdma":
-            why.append("hardware.interconnect is rdma")
+        """RDMA needed for this cluster: decided here, once, from the models whose pods move traffic
+        between nodes over RDMA (the serving intent's per-model ``rdma``/``rdma_why``: P/D KV over
+        NIXL/UCX on RDMA, or an engine whose data-parallel ranks span nodes). ``hardware.interconnect:
+        rdma`` alone says the NICs are there, not that anything uses them: no network operator then."""
+        why = [
+            m.get("rdma_why") or f"{m['name']} moves traffic between nodes over RDMA"
+            for m in self.models
+            if m.get("rdma")
+        ]
         needed = bool(why)
+        nics = (
+            "the nodes have RDMA NICs (hardware.interconnect rdma), but "
+            if self.hardware.get("interconnect") == "rdma"
+            else ""
+        )
         out = {
             "needed": needed,
-            "why": "; ".join(why) if needed else "no model moves KV over RDMA and hardware.interconnect is not rdma",
+            "why": "; ".join(why)
+            if needed
+            else f"{nics}no model's traffic crosses nodes over RDMA: no P/D KV over RDMA, no engine spans pods",
             "nodes": int(self.hardware.get("nodes") or 1),
             "fabric": self.hardware.get("rdma_fabric") or "roce",
         }
@@ -479,19 +487,22 @@ class _Builder:
             "sriov": None,
             "rdma": rdma_attachment(self.options, self.serving["namespace"]),
         }
-        if not sriov and o[p + "macvlan_master"]:
+        if not sriov:
+            # the secondary network every RDMA pod names (rdma_attachment): an interface on the RDMA NIC with
+            # an address from the nv-ipam pool, so RoCE has a GID for the pod
             out["macvlan"] = {
                 "name": o[p + "network_name"],
                 "network_namespace": net_ns,
-                "master": o[p + "macvlan_master"],
+                "master": o[p + "macvlan_master"] or None,
                 "mtu": o[p + "mtu"],
                 "ipam": ipam,
             }
-        elif not sriov:
-            self.notes.append(
-                "network_operator_macvlan_master is empty: no MacvlanNetwork is created; pods get the RDMA device "
-                f"({out['rdma']['resource']}) but no secondary interface. Set it to the ConnectX port name."
-            )
+            if not o[p + "macvlan_master"]:
+                self.notes.append(
+                    "network_operator_macvlan_master is empty: the MacvlanNetwork "
+                    f"{net_ns}/{o[p + 'network_name']} enslaves the node's default-route interface (macvlan CNI "
+                    "default); set it to the ConnectX port name when the default route is not on the RDMA NIC."
+                )
         if sriov:
             out["sriov"] = {
                 "namespace": o[p + "sriov_namespace"],
@@ -968,6 +979,23 @@ class _Builder:
                 need["for"].append(f"{name} {role} {replicas}x{int(pool.get('gpus_per_replica') or 1)}")
         return [{**v, "for": "; ".join(v["for"])} for v in needs.values()]
 
+    def _pod_needs(self) -> list[dict]:
+        """The pods the serving intent plans, by shape (cluster_facts.placement_gap packs them on the nodes):
+        every workload's planned replicas x pods per replica, each with its GPUs and RDMA devices."""
+        return [
+            {
+                "model": m["name"],
+                "role": w["role"],
+                "gpu": w["gpu"],
+                "gpus": int(w["gpus_per_pod"]),
+                "rdma": int(w.get("rdma_per_pod") or 0),
+                "count": int(w["planned_replicas"]) * int(w["pods_per_replica"]),
+            }
+            for m in self.models
+            for w in (m.get("prefill"), m.get("main"))
+            if w
+        ]
+
     def requirements(self) -> dict:
         pre = self.options["preflight"]
         apis, seen = [], set()
@@ -1013,6 +1041,7 @@ class _Builder:
             "gpus": self._gpu_needs(),
             # the GPU nodes the inventory describes (hardware.gpu x hardware.nodes): the plan was sized for them
             "gpu_nodes": {"gpu": self.hardware.get("gpu"), "nodes": int(self.hardware.get("nodes") or 1)},
+            "pods": self._pod_needs(),
             "rdma": {"nodes": self.rdma["nodes"], "why": self.rdma["why"]} if self.rdma["needed"] else False,
             "apis": apis,
             "single_node": None,

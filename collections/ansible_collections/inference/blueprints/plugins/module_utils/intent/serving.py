@@ -12,6 +12,8 @@ templates of the serving roles give them shape.
 
 from __future__ import annotations
 
+import copy
+
 from ..planner import data as catalog
 from . import burst, engine, escalation, grid, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
@@ -86,6 +88,12 @@ class _Model:
         )
         if not self.pools["main"]:
             raise IntentError(f"{self.name}: the plan has no serving pool")
+        # role and KServe parallelism of each pool (the DP preset when the pool has data parallelism)
+        self.roles = {
+            k: "prefill" if k == "prefill" else ("decode" if self.disaggregated else "serve") for k in self.pools
+        }
+        self.layouts = {k: self._parallelism(pool) for k, pool in self.pools.items()}
+        self.rdma_why = self._rdma_reasons()
 
     # ------------------------------------------------------------------ connector / offload
     def connector_names(self) -> list[str]:
@@ -93,10 +101,39 @@ class _Model:
         names_ = [conn.get("name")] + [c.get("name") for c in conn.get("connectors") or []]
         return [n for n in names_ if n]
 
-    def rdma(self) -> bool:
+    def _rdma_reasons(self) -> list[str]:
+        """Why this model's pods move traffic between nodes over RDMA, one reason each ([] = none).
+
+        Decided here, once per model; the platform installs the network operator only for these
+        (intent/platform.py ``_rdma``). Two kinds of traffic cross nodes:
+
+        * KV between the P/D pools: the planner's connector says how it moves (NixlConnector over
+          UCX, ``ucx-rdma`` when the nodes have RDMA NICs; planner/kvtransfer.py). The scheduler is
+          free to place a prefill and a decode pod on different nodes, so the KV crosses them.
+        * the collectives of one engine whose data-parallel ranks span pods: KServe's data-parallel
+          preset runs ``data / dataLocal`` pods per engine (one LeaderWorkerSet group), each on a node
+          of its own (a pod asks for ``dataLocal x tensor`` GPUs, a whole node's worth), and vLLM's
+          DP/EP all-to-all and all-reduce go over NCCL between them. Over RDMA when the plan's
+          interconnect is ``rdma``; over the pod network otherwise (no device to ask for)."""
+        why = []
         conn = self.plan.get("kv_connector") or {}
-        transports = [conn.get("transport") or ""] + [c.get("transport") or "" for c in conn.get("connectors") or []]
-        return any("rdma" in t for t in transports)
+        for c in [conn] + list(conn.get("connectors") or []):
+            if "rdma" in (c.get("transport") or ""):
+                why.append(f"{self.name} moves KV between pods over RDMA ({c.get('name')}, {c['transport']})")
+                break
+        if (self.plan.get("hardware") or {}).get("interconnect") == "rdma":
+            for key, (par, dp_preset) in self.layouts.items():
+                size = par["data"] // par["dataLocal"] if dp_preset else 1
+                if size > 1:
+                    why.append(
+                        f"{self.name} {self.roles[key]} runs its {par['data']} data-parallel ranks"
+                        + (" (expert parallel)" if par.get("expert") else "")
+                        + f" on {size} nodes ({par['dataLocal']} per node): their collectives cross nodes over RDMA"
+                    )
+        return why
+
+    def rdma(self) -> bool:
+        return bool(self.rdma_why)
 
     def rdma_attachment(self) -> dict:
         return platform.rdma_attachment(self.options, self.site["serving_namespace"])
@@ -219,11 +256,22 @@ class _Model:
         the rest of ``main`` stay. Left out, the preset's image runs."""
         return {"image": self.engine_image} if self.engine_image else {}
 
-    def _worker(self) -> dict:
-        """``spec.worker`` (``spec.prefill.worker``) of a data-parallel pool: the presence of the field selects
-        KServe's data-parallel preset, which fills the worker pods; its ``main`` container runs the engine
-        image too (the presets' ``worker`` has a ``main`` container of its own, merged by name as above)."""
-        return {"containers": [{"name": "main", **self._image()}]} if self.engine_image else {}
+    @staticmethod
+    def _worker(template: dict) -> dict:
+        """``spec.worker`` (``spec.prefill.worker``) of a data-parallel pool: the same pod as the leader's.
+
+        The presence of the field selects KServe's data-parallel preset (config_merge.go
+        ``combineBaseRefsConfig``). KServe v0.20.0 defaults an empty worker to ``containers: []``
+        (``LLMInferenceServiceSpec.SetDefaults``), and a strategic merge of an empty list changes
+        nothing: the preset's worker would run as it ships, with no GPU request, no
+        ``VLLM_ADDITIONAL_ARGS`` (another ``--max-model-len``, KV cache dtype and speculative config
+        than the leader's ranks) and an 8Gi /dev/shm. Each worker pod runs ``dataLocal`` ranks of the
+        same engine as the leader (the preset adds ``--headless`` and the start rank from
+        ``LWS_WORKER_INDEX``), so it gets the leader's container ``main`` (image, engine arguments and
+        environment, GPUs, RDMA device, memory) and volumes, merged by name over the preset's worker as
+        the template is over its leader (workload_multi_node.go copies ``spec.worker`` into the
+        LeaderWorkerSet's workerTemplate)."""
+        return copy.deepcopy(template)
 
     def _pod(self, pool: dict, dp_preset: bool, gpus_per_pod: int) -> dict:
         ms = self.options["model_service"]
@@ -275,21 +323,24 @@ class _Model:
 
     def workload(self, key: str, autoscaled: bool) -> dict:
         pool = self.pools[key]
-        role = "prefill" if key == "prefill" else ("decode" if self.disaggregated else "serve")
-        par, dp_preset = self._parallelism(pool)
+        role = self.roles[key]
+        par, dp_preset = self.layouts[key]
         gpus_per_replica = int(pool.get("gpus_per_replica") or 1)
         tp = par["tensor"]
         gpus_per_pod = par.get("dataLocal", 1) * tp if dp_preset else gpus_per_replica
+        template = self._pod(pool, dp_preset, gpus_per_pod)
         out = {
             "role": role,
             "replicas": None if autoscaled else int(pool.get("replicas") or 1),
             "parallelism": par,
             "labels": {"inference.blueprints/model": self.name, "inference.blueprints/pool": role},
-            "template": self._pod(pool, dp_preset, gpus_per_pod),
+            "template": template,
             # `worker` selects KServe's data-parallel presets (LeaderWorkerSet); their group size is
-            # data/dataLocal, 1 when one node holds every rank. The presets fill the worker pods.
-            "worker": self._worker() if dp_preset else None,
+            # data/dataLocal, 1 when one node holds every rank. Every worker pod runs the leader's pod.
+            "worker": self._worker(template) if dp_preset else None,
             "gpus_per_pod": gpus_per_pod,
+            # the RDMA devices each pod of the pool asks for (resources of container main)
+            "rdma_per_pod": 1 if self.rdma() else 0,
             "planned_replicas": int(pool.get("replicas") or 1),
             "gpus_per_replica": gpus_per_replica,
             "pods_per_replica": max(1, gpus_per_replica // gpus_per_pod),
@@ -304,7 +355,8 @@ class _Model:
                 f"LeaderWorkerSet, data={par['data']} dataLocal={par['dataLocal']}"
                 + (" expert" if par.get("expert") else ""),
                 "data parallelism through spec.parallelism and a worker, so KServe's data-parallel preset starts "
-                "the DP ranks (--data-parallel-*, --api-server-count, IPC_LOCK/SYS_RAWIO, 8Gi shm)",
+                "the DP ranks (--data-parallel-*, --api-server-count, IPC_LOCK/SYS_RAWIO); every worker pod runs "
+                "the leader's engine arguments, GPUs, memory and /dev/shm",
             )
         return out
 
@@ -347,8 +399,18 @@ class _Model:
         }
         attach = self.rdma_attachment() if self.rdma() else {}
         if attach.get("network"):
-            # Multus secondary network on the RDMA NIC (KServe copies k8s.v1.cni.cncf.io annotations to pods).
+            # Multus secondary network on the RDMA NIC: KServe copies k8s.v1.cni.cncf.io annotations of the
+            # service to every pod template it creates (Deployments: propagateDeploymentMetadata; leader and
+            # worker of a LeaderWorkerSet: propagateTopLevelLeaderWorkerSetMetadata).
             annotations["k8s.v1.cni.cncf.io/networks"] = f"{attach['network_namespace']}/{attach['network']}"
+        _decision(
+            self.decisions,
+            self.name,
+            "RDMA",
+            self.rdma(),
+            "; ".join(self.rdma_why)
+            or "no traffic of this model crosses nodes over RDMA (no P/D KV over RDMA, no engine spans pods)",
+        )
         out = {
             "name": self.name,
             "model_id": self.model["id"],
@@ -365,6 +427,7 @@ class _Model:
             "autoscaling": auto,
             "nixl": self.nixl(),
             "rdma": self.rdma(),
+            "rdma_why": "; ".join(self.rdma_why) or None,
             "lmcache": self.lmcache() and "kv_cache" in self.components,
             "offload": self.offload() or None,
             "speculative": self.plan.get("speculative"),

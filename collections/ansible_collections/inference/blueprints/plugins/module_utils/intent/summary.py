@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ..planner import report as plan_report
-from . import burst
+from . import burst, placement
 
 
 def pool_text(role: str, pool: dict) -> str:
@@ -59,6 +59,7 @@ def lines(intent: dict) -> list[str]:
         out.extend(f"{model['name']}: {d['what']} = {d['choice']} | {d['why']}" for d in plan["decisions"])
         out.extend(f"{model['name']}: WARNING {w}" for w in plan.get("warnings") or [])
     out.extend(f"{d['model']}: {d['what']} = {d['choice']} | {d['why']}" for d in intent.get("decisions") or [])
+    out.extend(placement.lines(intent))
     out.extend(grid_lines(intent))
     out.extend(burst.summary_lines(intent))  # sovereign burst: sizing and warm-up budget
     return out
@@ -108,6 +109,7 @@ def site_markdown(intents: dict) -> str:
                 f"for a smaller answer). {cas['why']}.",
                 "",
             ]
+    parts += placement.site_markdown(intents)
     parts += burst.site_markdown(intents)
     return "\n".join(parts)
 
