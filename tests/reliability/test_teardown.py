@@ -46,7 +46,7 @@ SITES = [
 # The package's control plane (profile l40s-decode-mix) lacks these sites' GPUs; their preflight
 # hardware check is relaxed (preflight_fail_on_unmet=false). What is applied is the same.
 RELAXED = {
-    "example-ai-grid": "21 H100 on 4-GPU nodes (the profile has 16 on two 8-GPU nodes)",
+    "example-ai-grid": "20 H100 on 4-GPU nodes (the profile has 16 on two 8-GPU nodes)",
     "example-edge-fleet": "an RTX PRO 6000 per site",
 }
 # The edge fleet's three sites converge together on the one plane: their inventory says they share it

@@ -49,19 +49,22 @@ def flagship(grid: dict) -> tuple[dict, list[dict]]:
 
 
 def test_the_flagships_ranks_are_reported_per_node(grid):
+    """The grid's flagship as planned (engines of several pods, a LeaderWorkerSet group each): every pod
+    bound to a node of its own is reported there, with the GPUs and the RDMA device the plan gives it."""
     m, pods = flagship(grid)
+    w = m["main"]
+    n = w["planned_replicas"] * w["pods_per_replica"]
+    per_pod = w["gpus_per_replica"] // w["pods_per_replica"]
+    assert w["pods_per_replica"] > 1, "the flagship's engine spans pods (a leader and its workers)"
     (entry,) = ep.placement([m], [ep.pod_facts(p) for p in pods])
     assert entry["problems"] == []
     (pool,) = entry["pools"]
-    assert (pool["role"], pool["planned_pods"], pool["pods"], pool["bound"], pool["ready"]) == ("serve", 2, 2, 2, 2)
-    assert (pool["gpus"], pool["rdma"]) == (8, 2)
-    assert pool["nodes"] == [
-        {"node": "gpu-0", "pods": 1, "gpus": 4, "rdma": 1},
-        {"node": "gpu-1", "pods": 1, "gpus": 4, "rdma": 1},
-    ]
+    assert (pool["role"], pool["planned_pods"], pool["pods"], pool["bound"], pool["ready"]) == ("serve", n, n, n, n)
+    assert (pool["gpus"], pool["rdma"]) == (n * per_pod, n)
+    assert pool["nodes"] == [{"node": f"gpu-{i}", "pods": 1, "gpus": per_pod, "rdma": 1} for i in range(n)]
     assert ep.placement_line(entry) == (
-        "qwen-397b-a17b: serve 2 of 2 pod(s) bound (2 planned, autoscaled; 4 GPUs + 1 RDMA each): "
-        "gpu-0: 1 (4 GPUs, 1 RDMA), gpu-1: 1 (4 GPUs, 1 RDMA)"
+        f"qwen-397b-a17b: serve {n} of {n} pod(s) bound ({n} planned, autoscaled; {per_pod} GPUs + 1 RDMA each): "
+        + ", ".join(f"gpu-{i}: 1 ({per_pod} GPUs, 1 RDMA)" for i in range(n))
     )
 
 
@@ -96,14 +99,14 @@ def test_a_worker_placed_otherwise_than_planned_is_a_problem(grid, break_it, pro
 
 
 def test_a_pool_short_of_its_pods(grid):
-    m = next(x for x in grid["serving"]["models"] if x["name"] == "qwen-27b")
+    m, pods = flagship(grid)
     fixed = copy.deepcopy(m)
     fixed["main"]["replicas"] = fixed["main"]["planned_replicas"]  # not autoscaled: the count is the plan's
-    pods = pods_of(fixed, {})[:-1]
-    (entry,) = ep.placement([fixed], [ep.pod_facts(p) for p in pods])
-    assert entry["problems"] == ["qwen-27b serve: 2 pod(s), the plan has 3"]
+    n = m["main"]["planned_replicas"] * m["main"]["pods_per_replica"]
+    (entry,) = ep.placement([fixed], [ep.pod_facts(p) for p in pods[:-1]])
+    assert entry["problems"] == [f"qwen-397b-a17b serve: {n - 1} pod(s), the plan has {n}"]
     # an autoscaled pool runs what its autoscaler says; only none at all is a problem
-    (entry,) = ep.placement([m], [ep.pod_facts(p) for p in pods])
+    (entry,) = ep.placement([m], [ep.pod_facts(p) for p in pods[:-1]])
     assert entry["problems"] == []
     (entry,) = ep.placement([m], [])
-    assert entry["problems"] == ["qwen-27b serve: no pod (the plan has 3 at its traffic; autoscaled)"]
+    assert entry["problems"] == [f"qwen-397b-a17b serve: no pod (the plan has {n} at its traffic; autoscaled)"]

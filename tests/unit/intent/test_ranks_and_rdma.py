@@ -69,16 +69,19 @@ def rdma_devices(container: dict) -> int:
 
 
 def test_the_397b_worker_asks_for_its_gpus_and_runs_the_leaders_engine(intents):
-    """The grid's flagship: TP=4 x DP=2 on 4-GPU nodes, a LeaderWorkerSet of a leader and one worker pod.
-    The worker used to be ``{}``, which KServe's data-parallel preset filled with no GPU request, no engine
-    arguments and an 8Gi /dev/shm (issue 24)."""
+    """The grid's flagship: data-parallel ranks of TP GPUs, more of them than one 4-GPU node holds, so an
+    engine is a LeaderWorkerSet of a leader and worker pods. The worker used to be ``{}``, which KServe's
+    data-parallel preset filled with no GPU request, no engine arguments and an 8Gi /dev/shm (issue 24)."""
     intent = intents["example-ai-grid"]["grid-central-1"]
     svc = services(intent)["qwen-397b-a17b"]
     spec = svc["spec"]
-    assert spec["parallelism"] == {"tensor": 4, "data": 2, "dataLocal": 1, "expert": True}
-    leader, worker = main(spec["template"]), main(spec["worker"])
     plan = next(e["plan"] for e in intent["plans"] if e["model"]["name"] == "qwen-397b-a17b")
-    gpus_per_pod = plan["pools"]["serve"]["tp"]  # dataLocal 1: one rank of TP GPUs per pod
+    serve = plan["pools"]["serve"]
+    par = spec["parallelism"]
+    assert (par["tensor"], par["data"], par.get("expert")) == (serve["tp"], serve["dp"], True)
+    assert par["data"] > par["dataLocal"], "the engine spans pods: a leader and its workers"
+    leader, worker = main(spec["template"]), main(spec["worker"])
+    gpus_per_pod = serve["tp"] * par["dataLocal"]  # dataLocal ranks of TP GPUs per pod
     for c in (leader, worker):
         assert c["resources"]["requests"]["nvidia.com/gpu"] == str(gpus_per_pod)
         assert c["resources"]["limits"]["nvidia.com/gpu"] == str(gpus_per_pod)
@@ -108,14 +111,15 @@ def test_every_rank_of_every_engine_runs_the_leaders_pod(intents, site):
 
 
 def test_the_chat_site_moves_kv_between_nodes_over_rdma(intents):
-    """example-chat at its traffic: P/D pays, 2 prefill + 4 decode engines (10 H100: more than one node
-    holds), NixlConnector over UCX on RDMA. Every prefill and decode pod asks for the RDMA device, names the
-    secondary network, may lock memory and exports the UCX and RoCE settings."""
+    """example-chat at its traffic: P/D pays, prefill and decode engines in pods of their own (the scheduler
+    may put them on different nodes of the two), NixlConnector over UCX on RDMA. Every prefill and decode pod
+    asks for the RDMA device, names the secondary network, may lock memory and exports the UCX and RoCE
+    settings."""
     intent = intents["example-chat"]["chat-east-1"]
     (model,) = intent["serving"]["models"]
     assert model["disaggregated"] and model["nixl"] and model["rdma"]
-    gpus = sum(w["planned_replicas"] * w["gpus_per_replica"] for w in (model["prefill"], model["main"]))
-    assert gpus > intent["hardware"]["gpus_per_node"], "the pools do not fit one node: KV crosses nodes"
+    pods_planned = sum(w["planned_replicas"] * w["pods_per_replica"] for w in (model["prefill"], model["main"]))
+    assert pods_planned > 1 and intent["hardware"]["nodes"] > 1, "KV may cross nodes between the pools' pods"
     svc = services(intent)["qwen-chat"]
     attach = intent["platform"]["network_operator"]["rdma"]
     assert svc["metadata"]["annotations"][NETWORKS] == f"{attach['network_namespace']}/{attach['network']}"
@@ -139,12 +143,19 @@ def test_the_chat_site_moves_kv_between_nodes_over_rdma(intents):
             assert caps == (None if dp_preset else ["IPC_LOCK"])
 
 
-def test_the_grid_flagship_runs_expert_parallel_ranks_over_rdma_and_nothing_else_does(intents):
+def test_the_grid_uses_rdma_for_the_models_whose_traffic_crosses_nodes_and_only_those(intents):
+    """The flagship's expert-parallel ranks span nodes and the P/D model moves KV between pods: those pods
+    ask for the RDMA device; the single-GPU model's do not."""
     intent = intents["example-ai-grid"]["grid-central-1"]
     svcs = services(intent)
     models = {m["name"]: m for m in intent["serving"]["models"]}
     assert models["qwen-397b-a17b"]["rdma"]
-    assert "2 data-parallel ranks (expert parallel) on 2 nodes" in models["qwen-397b-a17b"]["rdma_why"]
+    par = models["qwen-397b-a17b"]["main"]["parallelism"]
+    nodes = par["data"] // par["dataLocal"]
+    assert nodes > 1
+    assert (
+        f"{par['data']} data-parallel ranks (expert parallel) on {nodes} nodes" in models["qwen-397b-a17b"]["rdma_why"]
+    )
     for name, svc in svcs.items():
         used = [rdma_devices(main(pod)) for pool in pools(svc) for pod in pods(pool)]
         if models[name]["rdma"]:
@@ -152,11 +163,14 @@ def test_the_grid_flagship_runs_expert_parallel_ranks_over_rdma_and_nothing_else
             assert NETWORKS in svc["metadata"]["annotations"], name
         else:
             assert not any(used) and NETWORKS not in svc["metadata"]["annotations"], name
-    assert intent["platform"]["rdma"]["why"] == models["qwen-397b-a17b"]["rdma_why"]
+    assert not models["qwen-35b-a3b"]["rdma"]
+    assert intent["platform"]["rdma"]["why"] == "; ".join(
+        m["rdma_why"] for m in intent["serving"]["models"] if m["rdma"]
+    )
 
 
 def test_an_engine_over_nodes_without_rdma_nics_uses_the_pod_network():
-    """The same grid on Ethernet: the flagship's ranks still span two nodes (NCCL over TCP), no pod asks for
+    """The same grid on Ethernet: the flagship's ranks still span nodes (NCCL over TCP), no pod asks for
     an RDMA device and no network operator is installed."""
     site = yaml.safe_load((INVENTORIES / "example-ai-grid/group_vars/all/site.yml").read_text())
     for m in site["models"]:
@@ -167,7 +181,7 @@ def test_an_engine_over_nodes_without_rdma_nics_uses_the_pod_network():
         {"hardware": {**site["hardware"], "interconnect": "ethernet"}, "models": site["models"]},
     )["grid-central-1"]
     flagship = next(m for m in intent["serving"]["models"] if m["name"] == "qwen-397b-a17b")
-    assert flagship["main"]["parallelism"]["data"] // flagship["main"]["parallelism"]["dataLocal"] == 2
+    assert flagship["main"]["parallelism"]["data"] // flagship["main"]["parallelism"]["dataLocal"] > 1
     assert not flagship["rdma"]
     assert not intent["platform"]["rdma"]["needed"]
     assert "network_operator" not in intent["platform"]["components"]
@@ -220,10 +234,10 @@ def test_the_chat_report_says_where_the_pd_pods_go(intents):
     intent = intents["example-chat"]["chat-east-1"]
     text = summary.site_markdown(intents["example-chat"])
     assert "| qwen-chat | prefill | 2 | 1 h100 | 1 |" in text
-    assert "| qwen-chat | decode | 4 | 2 h100 | 1 |" in text
+    assert "| qwen-chat | decode | 3 | 2 h100 | 1 |" in text
     nodes = placement.planned(intent)["nodes"]
-    assert sum(n["used"] for n in nodes) == 10 and all(n["used"] for n in nodes), "the pools span both nodes"
+    assert sum(n["used"] for n in nodes) == 8, "2 x 1 + 3 x 2 H100"
     assert any(
-        line.startswith("qwen-chat: placement decode 4 pod(s) x 2 h100 + 1 RDMA device; planned on")
+        line.startswith("qwen-chat: placement decode 3 pod(s) x 2 h100 + 1 RDMA device; planned on")
         for line in summary.lines(intent)
     )

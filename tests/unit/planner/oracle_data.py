@@ -5,7 +5,7 @@
 """The aiconfigurator reference data (oracle/aiconfigurator.json) and the planner's figures for the same points.
 
 Shared by tests/unit/planner/test_oracle.py and tests/bench/test_planner_oracle_bench.py. Nothing here needs
-aiconfigurator: the data was produced by oracle/tools/run_oracle.py (commands and version inside the file).
+aiconfigurator: the data was produced by tests/bench/planner_oracle.py (commands and version inside the file).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import math
 import os
 
+import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import latency as lt
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import plan, search
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
@@ -35,8 +36,19 @@ def points() -> list[dict]:
     return load()["points"]
 
 
+def planner_run_inputs(inp: dict) -> dict:
+    """The planner's inputs of a stored point: an ``architecture_file`` (oracle/architectures/*.yaml, a model outside
+    the catalog) is read into ``model_architecture`` as ``blueprints plan --architecture FILE`` reads it."""
+    out = copy.deepcopy(inp)
+    rel = out.pop("architecture_file", None)
+    if rel:
+        with open(os.path.join(os.path.dirname(PATH), rel), encoding="utf-8") as fh:
+            out["model_architecture"] = yaml.safe_load(fh)
+    return out
+
+
 def planned(pt: dict) -> dict:
-    return plan(copy.deepcopy(pt["planner_inputs"]))
+    return plan(planner_run_inputs(pt["planner_inputs"]))
 
 
 def plan_gpus(p: dict) -> int:
@@ -47,14 +59,12 @@ def plan_gpus(p: dict) -> int:
 
 
 def _engine(pt: dict, lay: dict) -> tuple[lt.EngineModel, lt.Workload]:
-    inp = copy.deepcopy(pt["planner_inputs"])
+    inp = planner_run_inputs(pt["planner_inputs"])
     run = Run(normalize(inp))
     c = EngineCtx(run.n, run.gpu, inp["weights"], inp["kv_cache_dtype"], None)
     hw = search.Hardware(run.gpu, run.gpn, run.nodes, run.n["interconnect"])
     eff, _why = search.efficiencies(run, c, hw)
-    moe = run.model["kind"] == "moe"
-    ep = lay["tp"] * lay["dp"] if moe and lay["tp"] * lay["dp"] > 1 else 1
-    layout = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], ep=ep)
+    layout = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], ep=lay["ep"])  # ep 1 on a MoE: experts split by TP
     return lt.EngineModel(c, layout, eff, hw.topo()), search.workload(run)
 
 
@@ -64,7 +74,9 @@ def ours(pt: dict, est: dict) -> dict:
     agg: closed loop at the batch (aiconfigurator's model: ``batch`` requests, each replaced when it finishes); TPOT is
     the mean step time, TTFT the mean. static_gen: decode steps only. static_ctx: one prompt's prefill step."""
     em, w = _engine(pt, est["layout"])
-    mode, b = est["mode"], float(est["batch"])
+    # aiconfigurator's batch with pipeline parallelism is one micro-batch of PP in flight: the engine runs PP x it
+    mode = est["mode"]
+    b = float(est["aic_batch"] * est["layout"]["pp"] if "aic_batch" in est else est["batch"])
     if mode == "agg":
         p = lt.aggregated(em, b, w)
         return {"ttft_ms": p.ttft_mean * 1000, "tpot_ms": p.tpot_p50 * 1000}

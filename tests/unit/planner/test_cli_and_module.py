@@ -104,8 +104,12 @@ def test_acceptance_8x_h100(capsys, model):
     room = 8 - other
     assert p["autoscaling"]["max_replicas"] == room // lay["gpus_per_replica"]
     assert "autoscaling.max_replicas" in spare["why"]
-    whole_node = [c for c in p["layout_candidates"] if c["gpus_per_engine"] == 8 and not c.get("rejected")]
-    assert whole_node and all(c["gpus_needed"] > used and "needs" in c["why"] for c in whole_node)
+    # the aggregated candidates: the best one first, whole-node engines lose because the traffic needs fewer GPUs
+    serve = [c for c in p["layout_candidates"] if c["role"] == "serve"]
+    whole_node = [c for c in serve if c["gpus_per_engine"] == 8 and not c.get("rejected")]
+    assert whole_node and all(c["gpus_needed"] > serve[0]["gpus_needed"] and "needs" in c["why"] for c in whole_node)
+    # every candidate says what it costs for the traffic
+    assert all(c["cost_per_million_tokens"] > 0 for c in p["layout_candidates"] if c.get("gpus_needed"))
 
 
 def test_cli_markdown_and_report(capsys, tmp_path):

@@ -2,18 +2,18 @@
 # Copyright (c) 2026 inference.blueprints maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: UP009
-"""Issue 9: the planner against aiconfigurator 0.12.0 (vLLM backend, measured kernel data) as an oracle.
+"""Issues 9 and 27: the planner against aiconfigurator 0.12.0 (vLLM backend, measured kernel data) as an oracle.
 
-The reference figures are checked in (oracle/aiconfigurator.json, with the command and version that produced each);
-aiconfigurator is not needed to run these tests. Goals:
+The reference figures are checked in (oracle/aiconfigurator.json, with the command and version that produced each;
+tests/bench/planner_oracle.py regenerates it); aiconfigurator is not needed to run these tests. Goals (issue 27):
 
-1. the planner's TPOT and TTFT are within +-25 % of aiconfigurator's for the same layout and batch;
-2. at the batch the planner picks, aiconfigurator's TPOT meets the SLO;
+1. the planner's TPOT and TTFT are within +-25 % of aiconfigurator's for the same layout and batch at its choice;
+2. at the batch the planner picks (max_num_seqs), aiconfigurator's TPOT meets the SLO;
 3. the planner's GPU count for the traffic is <= 1.1 x aiconfigurator's best.
 
-Points that miss a goal on purpose or for a known reason are listed in XFAIL_* with the reason; docs/planner.md
-("aiconfigurator as an oracle") explains each. The lists are strict: a point that starts to meet its goal fails until
-it is taken off the list.
+Points where the planner disagrees with aiconfigurator on purpose are listed in XFAIL_* with the reason and the source
+for the planner's side; docs/planner.md ("aiconfigurator as an oracle") explains each. Issue 27 allows at most 10 % of
+the grid. The lists are strict: a point that starts to meet its goal fails until it is taken off the list.
 """
 
 from __future__ import annotations
@@ -25,43 +25,52 @@ from tests.unit.planner import oracle_data as od
 POINTS = od.points()
 IDS = [p["id"] for p in POINTS]
 
-# goal 1 at the planner's own (layout, batch): (point id, "ttft" | "tpot") -> why it is off by more than 25 %
-XFAIL_LATENCY: dict = {}
-# goal 2
-XFAIL_SLO: dict = {}
-# goal 3: the planner sizes a rank's batch (max_num_seqs) for TPOT p95 (the SLO's percentile) with
-# policy.latency_margin (5 %), and its replicas for TTFT p95 with the wait for a free sequence slot (an M/G/c queue
-# per rank); aiconfigurator compares its mean TPOT with the SLO and counts no wait for a slot (its batch runs 100 %
-# full). docs/planner.md "aiconfigurator as an oracle" has the figures under either set of criteria.
-_MARGIN = (
-    "policy.latency_margin: a full rank is sized for TPOT p95 <= 95 % of the SLO, so it holds fewer sequences and "
-    "the traffic needs one more engine; with latency_margin 0 the planner needs aiconfigurator's count (at the "
-    "cost of goal 2 at 70b-h100-chat, 30b-h200-mid and 35b-h200-mid)"
+_L40S_EP = (
+    "the decode pool's attention-DP exchange over 2 PCIe L40S: the planner prices vLLM's all-gather / reduce-scatter "
+    "of 126 tokens a layer (548 KB) at ~40 us from aiconfigurator's own NCCL table for 2 L40S (comm/nccl/2.27.3); its "
+    "vLLM MoE dispatch on L40S, which has no measured table there (comm/vllm holds only the custom all-reduce), "
+    "prices ~210 us a layer: 20 ms of its 67 ms decode step"
 )
+# goal 1 at the planner's own (layout, batch): (point id, "ttft" | "tpot") -> why it is off by more than 25 %
+XFAIL_LATENCY: dict = {("30b-l40s-chat", "tpot"): _L40S_EP}
+# goal 2: aiconfigurator's TPOT at the planner's max_num_seqs above the SLO
+_BLOCK_FP8_DECODE = (
+    "model difference, not on purpose: aiconfigurator prices Qwen3-32B's block-FP8 o_proj and down_proj at ~140 us a "
+    "call at decode batches (its interpolation between the measured rows; its table measures ~90 us at 32 rows), the "
+    "planner at its grid of the same table: the P/D decode pool's TPOT at the planner's batch is {} % faster in the "
+    "planner's model, and the pool runs at the edge because its TTFT share is as tight"
+)
+XFAIL_SLO: dict = {
+    "30b-l40s-chat": _L40S_EP,
+    "32b-h100x16-pd-long": _BLOCK_FP8_DECODE.format(9),
+    "32b-h100-chat": _BLOCK_FP8_DECODE.format(12),
+}
+# goal 3: the planner's GPUs > 1.1 x aiconfigurator's best
 XFAIL_GPUS: dict = {
-    "30b-h100-chat": (
-        _MARGIN + ": on 1 GPU the margin caps TP=1 at 228 sequences and 30 req/s offers 226 of them (99 % busy, "
-        "TTFT p95 3.6 s with the slot queue, SLO 1 s)"
+    "35b-h100-batch": (
+        "aiconfigurator's vLLM mix step for the Qwen3.5 hybrids (aiconfigurator_core/sdk/models/qwen35.py, "
+        "context_ops) has no Gated DeltaNet recurrence for the decoding sequences that ride in it, while its decode "
+        "step has (generation_gdn_recurrence, its own measured kernel): at 320 sequences every step is mixed and it "
+        "leaves out ~13 ms of the FP32 state each step reads and writes (62.9 MB a sequence); the planner charges it "
+        "(and vLLM's shared expert leaves its side stream above 256 tokens a step, "
+        "VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD). Its TPOT is 3 % under aiconfigurator's at the same batch only "
+        "because aiconfigurator's decode-only steps do count it; on 3 GPUs the planner's ranks would be offered 101 % "
+        "of their slots (the queue never drains), 4 hold the traffic"
     ),
-    "27b-h100-long": (
-        "TPOT p95 with the margin caps a TP=1 rank at 30 sequences (aiconfigurator runs 40 at its mean TPOT, 79.3 of "
-        "80 ms); on 2 GPUs each rank's 30 slots are 84 % busy, a quarter of arrivals wait for one, TTFT p95 7.5 s "
-        "against 3 s; with latency_margin 0 and the mean TPOT the planner needs 2"
-    ),
-    "35b-h200-mid": (
-        "TPOT p95 with the margin caps a TP=1 rank at 72 sequences (aiconfigurator: 96 at its mean TPOT, 29.5 of "
-        "30 ms): on 4 GPUs 10 req/s a rank offers 86 sequences to 72 slots; under aiconfigurator's criteria the "
-        "aggregated plan still needs 5 and the P/D plan 4 (with target_utilization 1 on the prefill pool)"
-    ),
-    "70b-h200-mid": (
-        "TPOT p95 vs mean: 2000-token prompts mixed into the decode steps make the p95 of per-request TPOT exceed "
-        "its mean, so TP=2 holds 47 sequences (aiconfigurator: 64 at its mean TPOT); 3 x TP=2 would offer 49 a rank, "
-        "and TP=4 fits the traffic on 2 engines"
+    "70b-h100-pd-long": (
+        "the wait for a sequence slot: aiconfigurator's best runs 5 sequences on one TP=2 engine offered 0.5 req/s "
+        "(its closed loop at 82 % of its throughput) and counts no wait for a slot; with Poisson arrivals 5 slots 82 % "
+        "busy make half of the arrivals wait seconds for one (M/D/5, checked against a simulation in "
+        "test_slot_queue_matches_a_simulation), past the 2 s TTFT SLO: the planner needs a second engine (TP=4 x 1 "
+        "or TP=2 x 2)"
     ),
     "70b-h100x16-long": (
-        "the planner's Llama-70B steps with 4000-token prompts mixed in are 8-11 % slower than aiconfigurator's, "
-        "and TPOT p95 with the margin cuts the TP=2 batch to 22 (aiconfigurator: 40 at its mean TPOT): 16 GPUs as "
-        "4 x TP=4, 14 under aiconfigurator's criteria, vs its 10"
+        "aiconfigurator's best prefills two 4000-token prompts in every mixed step (its ctx_tokens 8000: 20 mixed "
+        "steps in a request's 300 instead of 40; TPOT 59.5 ms at 40 sequences, 65.7 ms with one prompt a step) and "
+        "counts no wait for a slot, so one TP=2 engine serves 2.1 req/s. With Poisson arrivals at 2 req/s a rank the "
+        "prompts mostly come one at a time (vLLM's scheduler does not wait to pair them) and prefill keeps the rank "
+        "71 % busy: its steps average 2.5x a decode step, TPOT p95 87 ms and the 32 slots (TPOT 60 ms full) are "
+        "offered 1.4x what they hold; 6 engines leave TPOT p95 at 63 ms, 7 meet both SLOs (14 GPUs)"
     ),
 }
 
@@ -77,15 +86,40 @@ def _expected_failure(table: dict, key, met: bool, detail: str) -> None:
 def test_the_data_says_where_it_came_from():
     data = od.load()
     assert data["tool"] == "aiconfigurator" and data["version"] == "0.12.0"
-    assert len(POINTS) >= 12
-    models = {p["planner_inputs"]["model"] for p in POINTS}
-    gpus = {p["planner_inputs"]["gpu"] for p in POINTS}
-    assert len(models) >= 4 and gpus == {"h100", "h200"}
+    assert len(POINTS) >= 30
+    inputs = [od.planner_run_inputs(p["planner_inputs"]) for p in POINTS]
+    models = {i.get("model") or i["model_architecture"]["id"] for i in inputs}
+    assert len(models) >= 8
+    assert {"h100", "h200", "b200", "l40s"} <= {i["gpu"] for i in inputs}
+    archs = [i for i in inputs if "model_architecture" in i]  # models outside the catalog, as --architecture reads them
+    assert len(archs) >= 3 and any(i["model_architecture"]["attention"] == "mla" for i in archs)
+    assert any(i.get("model") == "DeepSeek-V3" for i in inputs)  # an MLA family of the catalog
+    assert any(i["model_architecture"]["id"] == "Qwen3-235B-A22B" for i in archs)
+    long_prompts = [p for p in POINTS if p["planner_inputs"]["traffic"]["prompt_tokens_mean"] >= 8000]
+    assert sum(od.planned(p)["model"]["kind"] == "moe" for p in long_prompts) >= 3  # long prompts on MoE
     for p in POINTS:
-        assert p["best"]["command"].startswith("aiconfigurator cli default")
+        assert p["best"]["command"].startswith("aiconfigurator cli default"), p["id"]
+        assert p["best"]["gpus"], f"{p['id']}: aiconfigurator found no configuration under the SLOs"
+        assert all(p["best"][m]["meets_slo"] for m in ("agg", "disagg") if p["best"].get(m)), p["id"]
         assert p["estimates"], p["id"]
         for e in p["estimates"]:
             assert e["command"].startswith("aiconfigurator cli estimate") and "--backend vllm" in e["command"]
+
+
+def test_pd_is_sized_below_100_sessions():
+    """Issue 27: the P/D option is sized from cost at any concurrency (no session threshold): the grid's points with
+    fewer than 100 requests in flight have a sized P/D option, and one of them splits (aiconfigurator's best there is
+    P/D too)."""
+    low = []
+    for pt in POINTS:
+        p = od.planned(pt)
+        if p["estimates"]["requests_in_flight"] < 100:
+            low.append((pt["id"], p))
+    assert len(low) >= 3
+    assert not any(
+        str(p["disaggregation_options"]["disaggregated"].get("rejected", "")).startswith("not sized") for _i, p in low
+    )
+    assert any(p["disaggregated"] for _i, p in low)
 
 
 def _at_choice(pt: dict) -> list[dict]:
@@ -103,7 +137,7 @@ def _at_choice(pt: dict) -> list[dict]:
 @pytest.mark.parametrize("metric", ["ttft", "tpot"])
 def test_latency_within_25_percent_at_the_planners_choice(pt, metric):
     rows = [r for r in _at_choice(pt) if r[f"{metric}_ratio"] is not None]
-    assert rows, f"{pt['id']}: no aiconfigurator estimate at the planner's choice: rerun oracle/tools/run_oracle.py"
+    assert rows, f"{pt['id']}: no aiconfigurator estimate at the planner's choice: rerun make oracle"
     bad = [r for r in rows if abs(r[f"{metric}_ratio"] - 1) > od.TOLERANCE]
     detail = "; ".join(
         f"{r['mode']} {r['layout']} batch {r['batch']}: planner {metric} {r[f'{metric}_ms']:.1f} ms vs "
@@ -118,7 +152,7 @@ def test_aiconfigurator_meets_the_tpot_slo_at_the_planners_batch(pt):
     p = od.planned(pt)
     mode, lay, batch = od.chosen(p)
     tpot = od.interpolate(pt, mode, lay, batch, "tpot_ms")
-    assert tpot is not None, f"{pt['id']}: no aiconfigurator estimate around batch {batch}: rerun run_oracle.py"
+    assert tpot is not None, f"{pt['id']}: no aiconfigurator estimate around batch {batch}: rerun make oracle"
     slo = pt["planner_inputs"]["slo"]["tpot_p95_ms"]
     detail = f"{pt['id']}: aiconfigurator TPOT {tpot:.1f} ms at the planner's batch {batch} ({mode} {lay}), SLO {slo}"
     _expected_failure(XFAIL_SLO, pt["id"], tpot <= slo, detail)

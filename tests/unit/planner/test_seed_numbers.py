@@ -341,6 +341,11 @@ def test_long_prompts_on_hybrid_models_use_tp_not_pcp():
     assert "MLA" in next(d["why"] for d in p["decisions"] if d["what"] == "prefill context parallel")
     tight = dict(LONG, model="Qwen3.6-27B", gpu="h100", gpus_per_node=8, weights="fp8")
     tight["slo"] = {"ttft_p95_ms": 8000, "tpot_p95_ms": 100}
+    # issue 27: P/D is sized at any concurrency; with 10 sessions of 60k-token prompts it pays (a TP >= 4 prefill
+    # pool, a narrow decode pool); the aggregated engine's TP is checked with the split off
+    split = plan(tight)
+    assert split["disaggregated"] and split["pools"]["prefill"]["tp"] >= 4 and split["latency"]["meets_slo"]
+    tight["policy"] = {"disaggregation": "never"}
     p = plan(tight)
     lay = p["layout"]
     assert lay["pcp"] == 1 and lay["tp"] >= 4 and p["latency"]["ttft_p95_ms"] <= 8000

@@ -4,15 +4,17 @@
 # ruff: noqa: UP009
 """Recompute the kernel efficiencies of planner/catalog/performance.yaml from aiconfigurator's measured tables.
 
-Not a test. Run it with the Python of a separate aiconfigurator environment (it needs pandas and the installed
-aiconfigurator_core package data; nothing is copied into the repository):
+Not a test. It needs the installed aiconfigurator_core package data and pandas (the `oracle` extra: make oracle-setup;
+nothing is copied into the repository):
 
-    /tmp/aic-venv/bin/python tests/unit/planner/oracle/tools/derive_efficiency.py
+    .venv/bin/python tests/unit/planner/oracle/tools/derive_efficiency.py
 
-For every GPU it prints what the catalog records: per GEMM kind the plateau and knee compute efficiency, the large-shape
-weight bandwidth efficiency at 8 and 32 rows, the launch floor of small calls; the fused-MoE fit (launch + roofline);
-paged decode attention (launch + KV bytes); prefill attention at short and long contexts; the Gated DeltaNet state and
-scan; vLLM's custom all-reduce; NCCL all-gather and reduce-scatter (vLLM's default expert-parallel exchange).
+For every GPU it prints what the catalog records: per GEMM kind the plateau and knee compute efficiency, the grid of
+compute efficiency by rows and weight size, the large-shape weight bandwidth efficiency at 8 and 32 rows, the launch
+floor of small calls; the fused-MoE fits (launch + roofline; expert parallel, one rank, experts split by TP); paged
+decode attention (launch + per-sequence cost + KV bytes); prefill attention at short and long contexts; the MLA decode
+block; the Gated DeltaNet state and scan; vLLM's custom all-reduce; NCCL all-gather and reduce-scatter (vLLM's default
+expert-parallel exchange).
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ GPUS = {
     "a100-80gb": ("a100_sxm", "0.14.0"),
 }
 # expert shapes of the catalog's MoE models: (hidden, moe_intermediate, experts, top-k)
-MOE_SHAPES = [(2048, 512, 256, 8), (2048, 768, 128, 8), (4096, 1024, 512, 10), (7168, 2048, 256, 8)]
+MOE_SHAPES = [
+    (2048, 512, 256, 8),  # Qwen3.5-35B-A3B
+    (2048, 768, 128, 8),  # Qwen3-30B-A3B
+    (4096, 1024, 512, 10),  # Qwen3.5-397B-A17B
+    (7168, 2048, 256, 8),  # DeepSeek-V3
+    (4096, 1536, 128, 8),  # Qwen3-235B-A22B (oracle/architectures)
+    (7168, 2048, 384, 8),  # Kimi-K2 (oracle/architectures)
+]
 
 
 def read(path: str):
@@ -47,6 +56,29 @@ def peak(spec: dict, dtype: str) -> float | None:
     if dtype == "bfloat16":
         return spec["bfloat16_tc_flops"]
     return spec.get("fp8_tc_flops") if dtype.startswith("fp8") else spec.get("fp4_tc_flops")
+
+
+# the compute-efficiency grid: rows (tokens) x log2 of the weight's elements (N x K)
+GRID_ROWS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+GRID_LOG2_WEIGHTS = (20, 22, 24, 26, 28, 30)
+
+
+def _grid(x) -> dict:
+    """Median achieved/peak FLOP/s per (rows, weight size), two significant digits: weights of 2^(c-1) .. 2^(c+1)
+    elements (N, K >= 256) at each measured row count. The weight size moves the efficiency more than the row count
+    (large matrices fill the GPU), which one plateau figure misses by 15-25 % for the 70B's matrices; at decode rows
+    it carries the per-call floor, which grows with the weight (block FP8 on H100: ~60 us at 1M elements, ~95 us at
+    100M)."""
+    x = x[(x.n >= 256) & (x.k >= 256)]
+    lnk = np.log2(x.n * x.k)
+    out = {}
+    for m in GRID_ROWS:
+        row = []
+        for c in GRID_LOG2_WEIGHTS:
+            z = x.eff[(x.m == m) & (lnk >= c - 1) & (lnk < c + 1)]
+            row.append(float(f"{float(z.median()):.2g}") if len(z) >= 3 else None)
+        out[m] = row
+    return out
 
 
 def gemm(d, spec: dict) -> dict:
@@ -69,6 +101,7 @@ def gemm(d, spec: dict) -> dict:
             "bandwidth_small": round(float(em[large_w & (x.m == 8)].median()), 2),
             "launch_us": round(float(x.latency[small_shape & (x.m == 32)].median() * 1000), 1),
             "launch_small_us": round(float(x.latency[small_shape & (x.m == 8)].median() * 1000), 1),
+            "compute_grid": _grid(x.assign(eff=ec)),
         }
     return out
 
@@ -76,11 +109,12 @@ def gemm(d, spec: dict) -> dict:
 def _moe_fit(x, p: float, bw: float, nbytes: float) -> dict:
     """launch + max(touched expert bytes / (BW x bandwidth), FLOPs / (peak x compute)) + routed-pair bytes / (BW x
     pair_bandwidth), least squares in log time. num_tokens is what enters vLLM's fused_experts on one rank (every
-    token routed over all experts, the rank's expert_map keeps E/EP of them): the rank's FLOPs are its 1/EP share of
-    the pairs, while the sort/align/scatter work is over every pair (the pair term)."""
+    token routed over all experts, the rank's expert_map keeps E/EP of them, or every expert's 1/moe_tp slice): the
+    rank's FLOPs are its 1/(EP x moe_tp) share of the pairs, while the sort/align/scatter work is over every pair (the
+    pair term)."""
     t = x.latency.to_numpy() * 1e-3
     n, k, e = x.num_tokens.to_numpy(), x.topk.to_numpy(), x.num_experts.to_numpy()
-    ep, h, i = x.moe_ep_size.to_numpy(), x.hidden_size.to_numpy(), x.inter_size.to_numpy()
+    ep, h, i = x.moe_ep_size.to_numpy() * x.moe_tp_size.to_numpy(), x.hidden_size.to_numpy(), x.inter_size.to_numpy()
     w = e / ep * (1 - (1 - k / e) ** n) * 3 * h * i * nbytes
     f = 2 * n * k / ep * 3 * h * i
     pb = n * k * h * 2.0
@@ -107,48 +141,67 @@ def _moe_fit(x, p: float, bw: float, nbytes: float) -> dict:
 
 
 def moe(d, spec: dict) -> dict:
+    """Per expert dtype: fits over every measured shape (``all``) and per shape of the catalog's MoE models, for
+    expert parallelism (EP 2-16, an expert map on the rank), for one rank with every expert (``@ep1``) and for every
+    expert split by TP (``@tp``: moe_tp 2-16, EP 1, no expert map; vLLM's layout without --enable-expert-parallel)."""
     out, bw = {}, spec["mem_bw"]
-    d = d[(d.distribution == "balanced") & (d.moe_tp_size == 1) & (d.moe_ep_size <= 16) & (d.num_tokens >= 16)]
+    d = d[(d.distribution == "balanced") & (d.moe_ep_size <= 16) & (d.moe_tp_size <= 16) & (d.num_tokens >= 16)]
+    d = d[(d.moe_tp_size == 1) | (d.moe_ep_size == 1)]
     sel = np.zeros(len(d), bool)
     for h, i, e, k in MOE_SHAPES:
         sel |= ((d.hidden_size == h) & (d.inter_size == i) & (d.num_experts == e) & (d.topk == k)).to_numpy()
     d = d[sel]
-    keys = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size"]
+    keys = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size", "moe_tp_size"]
     d = d.loc[d.groupby(keys).latency.idxmin()]
+
+    def kinds(y):  # vLLM runs another kernel configuration without an expert map (EP 1): fitted apart
+        return {
+            "": y[y.moe_ep_size > 1],
+            "@ep1": y[(y.moe_ep_size == 1) & (y.moe_tp_size == 1)],
+            "@tp": y[(y.moe_ep_size == 1) & (y.moe_tp_size > 1)],
+        }
+
     for dt, x in d.groupby("moe_dtype"):
         p = peak(spec, dt)
         if dt not in BYTES or not p:
             continue
-        # vLLM runs another kernel configuration without an expert map (EP 1): fitted apart ("@ep1")
-        one = x[x.moe_ep_size == 1]
-        r = {"all": _moe_fit(x[x.moe_ep_size > 1], p, bw, BYTES[dt])}
-        if len(one):
-            r["all@ep1"] = _moe_fit(one, p, bw, BYTES[dt])
+        r = {f"all{tag}": _moe_fit(y, p, bw, BYTES[dt]) for tag, y in kinds(x).items() if len(y)}
         for (h, i, e, k), y in x.groupby(["hidden_size", "inter_size", "num_experts", "topk"]):
-            r[f"{h}x{i}x{e}x{k}"] = _moe_fit(y[y.moe_ep_size > 1], p, bw, BYTES[dt])
-            if (y.moe_ep_size == 1).sum() >= 4:
-                r[f"{h}x{i}x{e}x{k}@ep1"] = _moe_fit(y[y.moe_ep_size == 1], p, bw, BYTES[dt])
+            for tag, z in kinds(y).items():
+                if len(z) >= 4:
+                    r[f"{h}x{i}x{e}x{k}{tag}"] = _moe_fit(z, p, bw, BYTES[dt])
         out[dt] = r
     return out
 
 
 def attention(gen, ctx, spec: dict) -> dict:
+    """Paged decode attention (vLLM's FlashAttention decode) per layer: launch + per_seq_kv_head x batch x the rank's
+    KV heads (block tables, per-sequence work) + KV bytes / (BW x bandwidth), least squares in log time over head dims
+    128-256 (the catalog's models), batch >= 8; prefill attention as before."""
     out, bw = {}, spec["mem_bw"]
     if gen is not None and "window_size" in gen:
-        g = gen[(gen.window_size == 0) & (gen.head_dim >= 128) & (gen.batch_size >= 8)].copy()
+        g = gen[(gen.window_size == 0) & (gen.head_dim >= 128) & (gen.head_dim <= 256) & (gen.batch_size >= 8)].copy()
         g["ctx"] = g.isl + g.step
         keys = ["kv_cache_dtype", "batch_size", "ctx", "num_heads", "num_key_value_heads", "head_dim"]
         g = g.loc[g.groupby(keys).latency.idxmin()]
         for kv, x in g.groupby("kv_cache_dtype"):
             t = x.latency.to_numpy() * 1e-3
-            b = x.batch_size * x.ctx * 2 * x.num_key_value_heads * x.head_dim * BYTES[kv]
+            b = (x.batch_size * x.ctx * 2 * x.num_key_value_heads * x.head_dim * BYTES[kv]).to_numpy()
+            seqs = (x.batch_size * x.num_key_value_heads).to_numpy()
+            grid = np.arange(0.1, 1.0, 0.01)[:, None]
             best = None
             for t0 in np.arange(0, 40e-6, 1e-6):
-                for m in np.arange(0.1, 1.0, 0.01):
-                    err = float(np.mean(np.log((t0 + b.to_numpy() / (bw * m)) / t) ** 2))
-                    if best is None or err < best[0]:
-                        best = (err, t0, m)
-            out[f"decode_{kv}"] = {"bandwidth": round(best[2], 2), "launch_us": round(best[1] * 1e6, 1)}
+                for s in np.arange(0, 0.1e-6, 0.004e-6):
+                    err = np.mean(np.log((t0 + s * seqs + b / (bw * grid)) / t) ** 2, axis=1)
+                    j = int(np.argmin(err))
+                    if best is None or err[j] < best[0]:
+                        best = (float(err[j]), t0, s, float(grid[j, 0]))
+            out[f"decode_{kv}"] = {
+                "bandwidth": round(best[3], 2),
+                "launch_us": round(best[1] * 1e6, 1),
+                "per_seq_kv_head_us": round(best[2] * 1e6, 3),
+                "rms_log_err": round(float(np.sqrt(best[0])), 2),
+            }
     if ctx is not None and "window_size" in ctx:
         c = ctx[(ctx.window_size == 0) & (ctx.head_dim >= 128) & (ctx.kv_cache_dtype == "bfloat16")]
         ec = 4 * c.batch_size * c.isl * c.isl / 2 * c.num_heads * c.head_dim / (c.latency * 1e-3)
@@ -156,6 +209,56 @@ def attention(gen, ctx, spec: dict) -> dict:
         out["prefill"] = {
             "compute_short": round(float(ec[(c.isl >= 512) & (c.isl <= 1024)].median()), 2),
             "compute_long": round(float(ec[c.isl >= 4096].median()), 2),
+        }
+    return out
+
+
+# DeepSeek-V3's MLA shapes, those of aiconfigurator's mla_generation_module tables (its vLLM collector measures the
+# whole MLA attention block of DeepseekV3ForCausalLM at num_heads = 128 / TP)
+MLA = {"hidden": 7168, "kv_lora": 512, "rope": 64, "nope": 128, "v": 128, "q_lora": 1536}
+MLA_GEMM = {"fp8_block": ("fp8_block", 1.0), "bfloat16": ("bf16", 2.0), "nvfp4": ("fp4", 0.5625)}
+
+
+def mla(d, spec: dict) -> dict:
+    """vLLM's MLA attention block at decode, per layer: launch + max(weights / (BW x weight_bandwidth), projection
+    FLOPs / (peak x gemm_compute)) + max(latent KV bytes / (BW x kv_bandwidth), attention FLOPs / (BF16 peak x
+    attention_compute)), least squares in log time over heads (1-128), batch (1-1024) and context (2-128k)."""
+    out, m, bw, p16 = {}, MLA, spec["mem_bw"], spec["bfloat16_tc_flops"]
+    for (gt, kv), x in d.groupby(["gemm_type", "kv_cache_dtype"]):
+        if gt not in MLA_GEMM:
+            continue
+        kind, wb = MLA_GEMM[gt]
+        pw = {"fp8_block": spec.get("fp8_tc_flops"), "bfloat16": p16, "nvfp4": spec.get("fp4_tc_flops")}[gt] or p16
+        x = x.loc[x.groupby(["num_heads", "batch_size", "step"]).latency.idxmin()]
+        h, b, ctx = x.num_heads.to_numpy(), x.batch_size.to_numpy(), x.step.to_numpy()
+        t = x.latency.to_numpy() * 1e-3
+        qkv_a = m["hidden"] * (m["q_lora"] + m["kv_lora"] + m["rope"])
+        q_b, o = m["q_lora"] * h * (m["nope"] + m["rope"]), h * m["v"] * m["hidden"]
+        bmm = 2 * h * m["nope"] * m["kv_lora"]  # W_UK_T and W_UV, BF16
+        wbytes = (qkv_a + q_b + o) * wb + bmm * 2
+        wflops = 2 * b * (qkv_a + q_b + o) / pw + 2 * b * bmm / p16  # seconds at 100 % of the peaks
+        kvbytes = b * ctx * (m["kv_lora"] + m["rope"]) * BYTES[kv]
+        aflops = 2 * b * ctx * h * (2 * m["kv_lora"] + m["rope"])
+        grid = np.arange(0.3, 1.0, 0.05)
+        ekv, ca = (a.ravel()[:, None] for a in np.meshgrid(grid, grid, indexing="ij"))
+        att = np.maximum(kvbytes[None, :] / (bw * ekv), aflops[None, :] / (p16 * ca))
+        best, lt = None, np.log(t)
+        for t0 in np.arange(10e-6, 200e-6, 2e-6):
+            for ew in (0.5, 0.6, 0.7, 0.8, 0.9):
+                for cw in (0.08, 0.12, 0.16, 0.2, 0.3, 0.4, 0.5):
+                    g = np.maximum(wbytes / (bw * ew), wflops / cw)
+                    err = np.sqrt(np.mean((np.log(t0 + g[None, :] + att) - lt) ** 2, axis=1))
+                    j = int(np.argmin(err))
+                    if best is None or err[j] < best[0]:
+                        best = (float(err[j]), t0, ew, cw, float(ekv[j, 0]), float(ca[j, 0]))
+        err, t0, ew, cw, e_kv, c_a = best
+        out.setdefault(kind, {})["fp8" if kv == "fp8" else "bf16"] = {
+            "launch_us": round(t0 * 1e6, 1),
+            "weight_bandwidth": ew,
+            "gemm_compute": cw,
+            "kv_bandwidth": round(e_kv, 2),
+            "attention_compute": round(c_a, 2),
+            "rms_log_err": round(err, 3),
         }
     return out
 
@@ -232,6 +335,9 @@ def main() -> None:
             spec,
         )
         r["gdn"] = gdn(read(f"{data}/linear_attention/vllm/{ver}/gdn_perf.parquet"), spec)
+        g = read(f"{data}/mla/vllm/{ver}/mla_generation_module_perf.parquet")
+        if g is not None:
+            r["mla_decode"] = mla(g, spec)
         r["comm"] = comm(system)
         result[gid] = r
     print(yaml.safe_dump(json.loads(json.dumps(result, default=float)), sort_keys=False, width=120))

@@ -127,15 +127,19 @@ QUEUEING = (
     "balancer pools; arrivals split evenly over the engines; each request holding a slot for its E2E), P(wait) = C by"
     " Erlang C, a wait that happens exponential with the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for "
     "constant holds, linear in the hold's CV^2 up to exponential, (1 + CV^2) / 2 above; CV from the output lengths' "
-    "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the least over splits a of TTFT's (1 - a) and the"
-    " wait's (0.95 + a) quantiles (an upper bound). Replicas are the fewest whose TTFT p95 meets the SLO; a P/D "
-    f"decode pool the fewest whose slots are free at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of "
-    f"arrivals, its prefill pool meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}"
+    "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the exact 0.95 point of their sum (TTFT log-normal"
+    " through its p50 and p95, the wait 0 or exponential; integrated numerically). Replicas are the fewest whose TTFT "
+    "p95 meets the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, "
+    "where TTFT and TPOT keep the same share of headroom. P/D: a decode pool the fewest replicas whose slots are free"
+    f" at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool "
+    f"meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same "
+    "way, TTFT p95 counting the wait for a decode slot"
 )
 TPOT_DEF = (
-    "per-request mean time between output tokens; p50 = the mean step time with prefill chunks mixed in at the "
-    "arrival rate, p95 = the 95th percentile over requests of the share of mixed steps in a request's output "
-    "(binomial over its output tokens), at the planned batch"
+    "per-request mean time between output tokens (vLLM's benchmark TPOT); p50 = the mean step time with prefill chunks"
+    " mixed in at the arrival rate, p95 = the 95th percentile over requests: a request's decode steps plus the prefill"
+    " chunks its rank admits during them (a gamma with their mean and variance, mixed over the output lengths), at the"
+    " planned batch"
 )
 
 
@@ -143,8 +147,8 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
     s = o.rates.serve
     if o.disagg:
         dis = o.rates.disagg
-        p, d = dis.prefill.load, dis.decode.load
-        first = p  # the prompts that wait for a decode slot (at most search.DECODE_SLOT_WAIT of them) in TTFT
+        p, d = dis.deployed or (dis.prefill.load, dis.decode.load)
+        first = p  # TTFT p95 with the wait for a decode slot (queueing.with_wait_p95)
         if d.slots is not None:
             first = replace(
                 p, ttft_p95=lt.with_wait_p95(p.ttft_p50, p.ttft_p95, d.slots), ttft_mean=p.ttft_mean + d.slots.mean
@@ -189,6 +193,16 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
         else None
     )
     return out
+
+
+def _candidates_doc(run: Run, o: Outcome) -> list[dict]:
+    """Every layout the search sized, with its cost for the traffic: the aggregated candidates (the chosen first when
+    the plan stays aggregated), then the P/D option's prefill and decode candidates (first when it disaggregates)."""
+    out_tokens = run.traffic["output_tokens_mean"]
+    agg = o.rates.serve.table(o.rates.lam, out_tokens, chosen=not o.disagg)
+    dis = o.rates.disagg
+    pd = dis.table(o.rates.lam, out_tokens, chosen=o.disagg) if dis is not None and dis.prefill is not None else []
+    return pd + agg if o.disagg else agg + pd
 
 
 def _estimates_doc(o: Outcome) -> dict:
@@ -258,8 +272,9 @@ def _efficiency_doc(run: Run, o: Outcome) -> dict:
         "gemm_bandwidth": eff.gemm_bandwidth,
         "moe_compute": eff.moe_compute if run.model["kind"] == "moe" else None,
         "moe_bandwidth": eff.moe_bandwidth if run.model["kind"] == "moe" else None,
-        "moe_fit": f"{eff.moe_kind} {eff.moe.fit} / {eff.moe_ep1.fit}" if run.model["kind"] == "moe" else None,
-        "latency_margin": run.pol["latency_margin"],
+        "moe_fit": f"{eff.moe_kind} {eff.moe.fit} / {eff.moe_ep1.fit} / {eff.moe_tp.fit}"
+        if run.model["kind"] == "moe"
+        else None,
         "source": eff.calibrated or eff.source,
         "calibrated": bool(eff.calibrated),
         "prefill_mfu": run.pol["prefill_mfu"],
@@ -309,7 +324,7 @@ def plan_document(run: Run, o: Outcome) -> dict:
             "traffic": dict(run.traffic, arrival_rate_rps=r(o.rates.lam, 3), concurrent_sessions=o.rates.sessions),
             "slo": run.slo,
             "latency": _latency_doc(run, o),
-            "layout_candidates": o.rates.serve.table(),
+            "layout_candidates": _candidates_doc(run, o),
             "spare_gpus": _spare_doc(run, o),
             "disaggregation_options": run.comparison,
             "efficiency": _efficiency_doc(run, o),

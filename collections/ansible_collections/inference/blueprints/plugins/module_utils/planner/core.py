@@ -18,7 +18,7 @@ from .assemble import Outcome, plan_document
 from .engine import EngineCtx, decode_sessions, engine_memory, prefill_rate, valid_tp
 from .kvtransfer import choose_kv_transfer
 from .layout import choose_layout, choose_precision, suggest_fits
-from .parallel import choose_engine
+from .parallel import aggregated_warnings, choose_engine
 from .pools import build_pools
 from .seed import seed_notes
 from .serving import check_slo, choose_disagg, main_memory, size_traffic
@@ -62,6 +62,8 @@ def plan(inputs: dict) -> dict:
     mem = main_memory(run, c, lay)
     rates = size_traffic(run, s)
     disagg = choose_disagg(run, c, lay, rates)
+    if not disagg:
+        aggregated_warnings(run, lay, rates.serve)
     xfer = choose_kv_transfer(run, disagg)
     pools = build_pools(run, (c, lay, mem), rates, (disagg, xfer))
     if disagg:

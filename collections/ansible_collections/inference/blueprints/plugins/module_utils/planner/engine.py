@@ -116,14 +116,23 @@ def decode_ctx(c: EngineCtx) -> EngineCtx:
     return EngineCtx(c.n, dgpu, dweights, kvd, c.spec)
 
 
+def expert_shard(model: dict, lay: Layout) -> int:
+    """Ranks a stage's routed experts are spread over: EP, or with experts split by TP (no expert parallelism) every
+    TP x DP rank of the stage (vLLM flattens TP and DP for MoE layers); 1 for dense models."""
+    if model.get("kind") != "moe":
+        return lay.ep
+    return lay.ep if lay.ep > 1 else lay.tp * lay.dp
+
+
 def engine_memory(c: EngineCtx, lay: Layout, num_spec: int) -> dict:
     """Per-GPU memory and KV capacity of one engine (one vLLM instance of TP x PP x PCP x DP GPUs)."""
     model, n = c.model, c.n
     tp, pp, dp, dcp, pcp = lay.tp, lay.pp, lay.dp, lay.dcp, lay.pcp
     world = lay.world
-    w_gpu = sz.weights_per_gpu(c.wb, tp, pp, lay.ep)
-    overhead = c.overhead(tp, pp, lay.ep)
-    kv = c.kv_pool(w_gpu, tp, pp, lay.ep)
+    shard = expert_shard(c.model, lay)
+    w_gpu = sz.weights_per_gpu(c.wb, tp, pp, shard)
+    overhead = c.overhead(tp, pp, shard)
+    kv = c.kv_pool(w_gpu, tp, pp, shard)
     geom = sz.block_geometry(model, c.kv_bytes, tp, pp, num_spec)
     geom0 = sz.block_geometry(model, c.kv_bytes, tp, pp, 0)
     blocks = sz.num_blocks(kv, geom)

@@ -100,7 +100,7 @@ POLICY_BOOLS = (
 )
 POLICY_FRACTIONS = ("target_utilization", "kv_headroom_fraction")
 POLICY_OPTIONAL_FRACTIONS = ("prefill_mfu", "decode_mbu")
-POLICY_POSITIVE_INTS = ("pd_min_sessions", "long_context_tokens")
+POLICY_POSITIVE_INTS = ("long_context_tokens",)
 POLICY_OPTIONAL_INTS = ("max_num_seqs", "max_num_batched_tokens", "output_token_cap")
 POLICY_NUMBERS = ("kv_offload_gib", "kv_offload_max_gib_per_gpu")
 
@@ -223,7 +223,6 @@ def _check_fractions(merged: dict) -> None:
         if merged[k] is not None:
             _num(f"policy.{k}", merged[k], 0.0, 1.0, strict=True)
     _num("policy.pd_cost_margin", merged["pd_cost_margin"], 0.0, 0.9)
-    _num("policy.latency_margin", merged["latency_margin"], 0.0, 0.5)
 
 
 def _check_policy_values(merged: dict) -> None:

@@ -12,16 +12,29 @@ tokens the same step carries.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, replace
 
 from . import perf
 from . import sizing as sz
 from .engine import EngineCtx, peak_flops
+from .queueing import (  # noqa: F401 - re-exported: the latency model's callers and tests read them here
+    _NORMAL,
+    Z95,
+    SlotWait,
+    StepMix,
+    erlang_c,
+    lognormal_cv2,
+    lognormal_quantile,
+    lognormal_sigma,
+    mg1_wait,
+    prompt_points,
+    slot_wait,
+    tpot_p95,
+    wait_quantile,
+    with_wait_p95,
+)
 from .structs import Layout
 
-Z95 = 1.6449  # standard normal 95th percentile
-_NORMAL = statistics.NormalDist()
 GDN_CHUNK = sz.GDN_CHUNK
 # vLLM runs a MoE layer's shared expert on an auxiliary CUDA stream beside the routed experts for steps of at most
 # this many tokens (VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD, default 256; fused_moe shared-experts runner).
@@ -52,15 +65,21 @@ class Workload:
         a log-normal fitted to the output mean and p95 (the decode steps dominate the hold)."""
         return lognormal_cv2(self.output_mean, self.output_p95)
 
+    @property
+    def prompt_cv2(self) -> float:
+        """Squared coefficient of variation of the prompt lengths (log-normal through their mean and p95)."""
+        return lognormal_cv2(self.prompt_mean, self.prompt_p95)
+
 
 def _bf16_peak(gpu: dict) -> float:
     return gpu["bf16_tflops"] * 1e12
 
 
-def gemm_list(m: dict, tp: int) -> list[tuple[float, float, float, str]] | None:
-    """The dense GEMMs of one TP rank as (layers, K, N, kind): kind "w" runs in the weights' precision, "shared" too
-    (a MoE layer's shared expert), "bf16" stays unquantized (the MoE router). None when the model entry lacks the
-    layer shapes."""
+def gemm_list(m: dict, tp: int) -> list[tuple] | None:
+    """The dense GEMMs of one TP rank as (layers, K, N, kind, rows): kind "w" runs in the weights' precision, "shared"
+    too (a MoE layer's shared expert), "bf16" stays unquantized (the MoE router, MLA's absorbed BMMs); rows "all" runs
+    over every token of a step, "decode" over its decoding sequences only, "prefill" over its prefill chunk only. None
+    when the model entry lacks the layer shapes."""
     h, layers = m["hidden_size"], m["layers"]
     moe = m.get("kind") == "moe"
     moe_layers = m.get("moe_layers", layers) if moe else 0
@@ -72,41 +91,51 @@ def gemm_list(m: dict, tp: int) -> list[tuple[float, float, float, str]] | None:
         ml = m["mla"]
         if "q_lora_rank" not in ml:
             return None
-        qk, v, qr, kvr = (
-            ml["qk_nope_head_dim"] + ml["qk_rope_head_dim"],
+        nope, rope, v, qr, kvr = (
+            ml["qk_nope_head_dim"],
+            ml["qk_rope_head_dim"],
             ml["v_head_dim"],
             ml["q_lora_rank"],
             ml["kv_lora_rank"],
         )
+        hr = heads / tp
+        # vLLM's MLA (vllm/model_executor/layers/mla.py, attention/backends/mla/common.py): q_a and kv_a run as one
+        # replicated GEMM (fused_qkv_a_proj); decode absorbs kv_b into two BF16 batched matmuls per layer (W_UK_T on
+        # the query, W_UV on the attention output, one call each over the rank's heads); prefill up-projects the
+        # chunk's latents with kv_b_proj and runs ordinary attention
         out += [
-            (layers, h, qr, "w"),  # q_a and kv_a are replicated on every TP rank
-            (layers, h, kvr + ml["qk_rope_head_dim"], "w"),
-            (layers, qr, heads * qk / tp, "w"),
-            (layers, kvr, heads * (ml["qk_nope_head_dim"] + v) / tp, "w"),
-            (layers, heads * v / tp, h, "w"),
+            (layers, h, qr + kvr + rope, "mla", "all"),
+            (layers, qr, hr * (nope + rope), "mla", "all"),
+            (layers, nope, hr * kvr, "mla_bf16", "decode"),
+            (layers, kvr, hr * v, "mla_bf16", "decode"),
+            (layers, kvr, hr * (nope + v), "w", "prefill"),
+            (layers, hr * v, h, "mla", "all"),
         ]
     else:
         hd, full = m["head_dim"], m["full_attention_layers"]
         q = heads * hd * (2 if m.get("attn_output_gate") else 1) / tp
         kv = 2 * max(1, m["num_key_value_heads"] // tp) * hd
-        out += [(full, h, q + kv, "w"), (full, heads * hd / tp, h, "w")]
+        out += [(full, h, q + kv, "w", "all"), (full, heads * hd / tp, h, "w", "all")]
         g = m.get("gdn")
         if g:
             lin = layers - full
             nk, nv, dk, dv = g["num_key_heads"], g["num_value_heads"], g["key_head_dim"], g["value_head_dim"]
             out += [
-                (lin, h, (2 * nk * dk + 2 * nv * dv) / tp, "w"),
-                (lin, h, 2 * nv / tp, "w"),
-                (lin, nv * dv / tp, h, "w"),
+                (lin, h, (2 * nk * dk + 2 * nv * dv) / tp, "w", "all"),
+                (lin, h, 2 * nv / tp, "w", "all"),
+                (lin, nv * dv / tp, h, "w", "all"),
             ]
     if layers - moe_layers:
         inter = m["intermediate_size"]
-        out += [(layers - moe_layers, h, 2 * inter / tp, "w"), (layers - moe_layers, inter / tp, h, "w")]
+        out += [
+            (layers - moe_layers, h, 2 * inter / tp, "w", "all"),
+            (layers - moe_layers, inter / tp, h, "w", "all"),
+        ]
     if moe:
         shared = m.get("shared_expert_intermediate_size", 0)
         if shared:
-            out += [(moe_layers, h, 2 * shared / tp, "shared"), (moe_layers, shared / tp, h, "shared")]
-        out.append((moe_layers, h, m["experts"], "bf16"))
+            out += [(moe_layers, h, 2 * shared / tp, "shared", "all"), (moe_layers, shared / tp, h, "shared", "all")]
+        out.append((moe_layers, h, m["experts"], "bf16", "all"))
     return out
 
 
@@ -121,8 +150,12 @@ class EngineModel:
         self.peak_bf16 = _bf16_peak(gpu)
         tp, pp = lay.tp, lay.pp
         self.tp, self.pp, self.dp = tp, pp, lay.dp
-        self.ep = lay.ep if lay.ep > 1 else 1
         moe = m.get("kind") == "moe"
+        # experts split by EP (ep = TP x DP ranks) or, without --enable-expert-parallel, every expert split by TP over
+        # the TP x DP ranks (moe_tp; vLLM flattens TP and DP for the MoE layers)
+        self.ep = lay.ep if lay.ep > 1 else 1
+        self.moe_width = tp * lay.dp if moe else 1
+        self.moe_tp = max(1, self.moe_width // self.ep)
         self.moe = moe
         self.layers = m["layers"]
         self.attn_layers = m["full_attention_layers"]
@@ -138,17 +171,34 @@ class EngineModel:
         self.gemms = gemm_list(m, tp)
         if self.gemms is None:  # no layer shapes: the active non-expert parameters over four GEMMs a layer
             per = (m["active_params_b"] * 1e9 - routed_active) / (4 * self.layers * tp)
-            self.gemms = [(self.layers, m["hidden_size"], per / m["hidden_size"], "w")] * 4
+            self.gemms = [(self.layers, m["hidden_size"], per / m["hidden_size"], "w", "all")] * 4
         self.bpp = sz.WEIGHT_BYTES[c.weights]
         self.vocab = lm_params / m["hidden_size"]
         self.routed_active = routed_active / pp
-        shard = self.ep if self.ep > 1 else tp
-        self.expert_bytes = wb["experts"] / (shard * pp)
+        self.expert_bytes = wb["experts"] / (self.moe_width * pp)
         self.kv_tok = sz.kv_bytes_per_token_rank(m, c.kv_bytes, tp, pp, lay.dcp)
+        self.kv_heads = sz.kv_heads_per_rank(m, tp)
         self.state_seq = sz.gdn_state_bytes_per_seq(m, tp, pp, 0)
+        self._init_attention(m, tp)
+        # the DP group's MoE exchange crosses the node interconnect when the engine spans nodes
+        self.ep_spans_nodes = moe and self.dp > 1 and self.moe_width > topo.gpn
+        self.pp_spans_nodes = tp * pp > topo.gpn
+        self.inter = perf.interconnect(topo.interconnect)
+        self._cache: dict = {}
+
+    def _init_attention(self, m: dict, tp: int) -> None:
+        """Attention shapes of one rank; MLA: the decode block's weights and FLOPs a token (the fit's terms)."""
+        self.mla_fit = None
         if m["attention"] == "mla":
             mla = m["mla"]
             self.d_qk, self.d_v = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"], mla["v_head_dim"]
+            # the latent query (kv_lora_rank + rope) against the latent KV, then the latent output (kv_lora_rank)
+            self.mla_attn_width = 2 * mla["kv_lora_rank"] + mla["qk_rope_head_dim"]
+            rows = [g for g in (self.gemms or []) if g[3].startswith("mla")]
+            self.mla_weight_bytes = sum(k * n * (2.0 if kind == "mla_bf16" else self.bpp) for _, k, n, kind, _ in rows)
+            self.mla_flops_tok = sum(2 * k * n for _, k, n, kind, _ in rows if kind == "mla")
+            self.mla_flops_tok_bf16 = sum(2 * k * n for _, k, n, kind, _ in rows if kind == "mla_bf16")
+            self.mla_fit = self.eff.mla if rows else None
         else:
             self.d_qk = self.d_v = m["head_dim"]
         self.q_heads = m["num_attention_heads"] / tp
@@ -159,10 +209,6 @@ class EngineModel:
             if g
             else 0.0
         )
-        self.ep_spans_nodes = self.ep > 1 and self.ep > topo.gpn
-        self.pp_spans_nodes = tp * pp > topo.gpn
-        self.inter = perf.interconnect(topo.interconnect)
-        self._cache: dict = {}
 
     # ------------------------------------------------------------------ op groups
     def _roof(self, flops: float, peak: float, ce: float, nbytes: float, be: float) -> float:
@@ -187,55 +233,89 @@ class EngineModel:
         return t + nbytes * (n - 1) / n / (gb * 1e9)
 
     def _ep_exchange(self, tokens: float) -> float:
-        """vLLM's default expert-parallel exchange (all2all_backend allgather_reducescatter) for one MoE layer: the
+        """vLLM's default exchange of a MoE layer with attention-DP (all2all_backend allgather_reducescatter): the
         DP ranks all-gather their tokens' hidden states and router logits (BF16) before the experts and
-        reduce-scatter the experts' output after; every rank then runs its local experts over all the DP group's
-        tokens."""
-        if self.ep <= 1 or self.dp <= 1:
+        reduce-scatter the experts' output after; every rank then runs its experts (its EP share, or its TP slice of
+        every expert) over all the DP group's tokens."""
+        if not self.moe or self.dp <= 1:
             return 0.0
         group = tokens * self.dp
         gather = group * (self.hidden + self.e_total) * 2.0
         scatter = group * self.hidden * 2.0
         return self._nccl(self.eff.allgather, self.dp, gather) + self._nccl(self.eff.reducescatter, self.dp, scatter)
 
-    def stage(self, b: float, chunk: float = 0.0, ctx_dec: float = 0.0, ctx_pre: float = 0.0) -> dict:
-        """One pipeline stage of one step (1/PP of the layers) for ``b`` decoding sequences and a ``chunk``."""
-        eff, pp = self.eff, self.pp
-        tokens = b + chunk
-        out = {}
+    def _mla_decode(self, b: float, ctx: float, block: bool) -> dict:
+        """MLA attention of ``b`` decoding sequences on one stage, from the measured MLA decode block (perf.MlaFit):
+        FlashMLA / FlashInfer-MLA reads every sequence's latent KV (replicated on every TP rank) and computes, per
+        local head, the latent query against it, so it is the slower of those bytes and FLOPs. In a decode-only step
+        (``block``) the whole block is the fit: its per-layer fixed time, the projections' weights read (or their
+        FLOPs) and the attention; in a step that carries prefill chunks the projections run as GEMMs over every
+        token (stage()) and only the attention comes from the fit."""
+        f, layers = self.mla_fit, self.attn_layers / self.pp
+        kv = b * ctx * self.kv_tok * self.pp  # kv_tok is per stage; the fit is per layer
+        per_layer = kv / self.attn_layers
+        aflops = 2 * b * ctx * self.q_heads * self.mla_attn_width
+        attn = max(per_layer / (self.bw * f.kv_bandwidth), aflops / (self.peak_bf16 * f.attention_compute))
+        out = {"attention": layers * attn}
+        if block:
+            w = self.mla_weight_bytes
+            flops = self.mla_flops_tok / self.peak + self.mla_flops_tok_bf16 / self.peak_bf16
+            g = max(w / (self.bw * f.weight_bandwidth), b * flops / f.gemm_compute)
+            out["mla_projections"] = layers * (f.launch_s + g)
+        else:
+            out["attention"] += layers * self.eff.attn_launch_s
+        return out
+
+    def _dense_gemms(self, b: float, chunk: float) -> tuple[float, float]:
+        """(GEMMs, shared expert) of one stage: every weight matrix over the rows it sees. A decode-only step of an MLA
+        model leaves the attention block's own GEMMs to the measured block (``_mla_decode``)."""
+        eff, tokens = self.eff, b + chunk
         t = shared = 0.0
-        for layers, k, n, kind in self.gemms:
-            if kind == "bf16":
-                t += layers * eff.bf16.time(tokens, (k, n), 2.0, (self.peak_bf16, self.bw))
+        mla_block = self.mla_fit is not None and not chunk
+        for layers, k, n, kind, which in self.gemms:
+            rows = tokens if which == "all" else (b if which == "decode" else chunk)
+            if not rows or (mla_block and kind.startswith("mla")):
+                continue
+            if kind in ("bf16", "mla_bf16"):
+                t += layers * eff.bf16.time(rows, (k, n), 2.0, (self.peak_bf16, self.bw))
             elif kind == "shared":
-                shared += layers * eff.gemm.time(tokens, (k, n), self.bpp, (self.peak, self.bw))
+                shared += layers * eff.gemm.time(rows, (k, n), self.bpp, (self.peak, self.bw))
             else:
-                t += layers * eff.gemm.time(tokens, (k, n), self.bpp, (self.peak, self.bw))
-        out["gemm"] = t / pp
-        sampled = b + (1 if chunk else 0)
-        lm = (self.hidden, self.vocab / self.tp)
-        out["lm_head"] = eff.bf16.time(sampled, lm, 2.0, (self.peak_bf16, self.bw)) / pp
-        if self.moe:
-            group_tokens = tokens * (self.dp if self.ep > 1 else 1)
-            touched = 1.0 - (1.0 - self.k / self.e_total) ** max(group_tokens, 0.0) if group_tokens > 0 else 0.0
-            flops = 2 * self.routed_active * group_tokens / (self.ep if self.ep > 1 else self.tp)
-            mf = eff.moe_for(self.ep)
-            routed = self.moe_layers / pp * mf.launch_s + self._roof(
-                flops, self.peak, mf.compute, self.expert_bytes * touched, mf.bandwidth
-            )
-            if mf.pair_bandwidth:  # sorting / scattering every routed pair (local or not) through the kernel
-                pairs = group_tokens * self.k * self.moe_layers / pp
-                routed += pairs * self.hidden * 2.0 / (self.bw * mf.pair_bandwidth)
-            shared /= pp
-            if tokens <= SHARED_EXPERT_STREAM_TOKENS:  # the shared expert runs beside the routed experts
-                out["moe"], out["shared_expert"] = max(routed, shared), 0.0
-            else:
-                out["moe"], out["shared_expert"] = routed, shared
-            out["ep_exchange"] = self.moe_layers / pp * self._ep_exchange(tokens)
-        if b:
-            out["attention"] = self.attn_layers / pp * eff.attn_launch_s + b * ctx_dec * self.kv_tok / (
+                t += layers * eff.gemm.time(rows, (k, n), self.bpp, (self.peak, self.bw))
+        return t / self.pp, shared / self.pp
+
+    def _moe(self, tokens: float, shared: float) -> dict:
+        """The routed experts of one stage (vLLM fused_experts over the DP group's tokens), the shared expert beside
+        them up to 256 tokens a step, and the DP group's exchange."""
+        eff, pp = self.eff, self.pp
+        group_tokens = tokens * self.dp
+        touched = 1.0 - (1.0 - self.k / self.e_total) ** max(group_tokens, 0.0) if group_tokens > 0 else 0.0
+        flops = 2 * self.routed_active * group_tokens / self.moe_width
+        mf = eff.moe_for(self.ep, self.moe_tp)  # EP (an expert map), one rank, or every expert split by TP
+        routed = self.moe_layers / pp * mf.launch_s + self._roof(
+            flops, self.peak, mf.compute, self.expert_bytes * touched, mf.bandwidth
+        )
+        if mf.pair_bandwidth:  # sorting / scattering every routed pair (local or not) through the kernel
+            pairs = group_tokens * self.k * self.moe_layers / pp
+            routed += pairs * self.hidden * 2.0 / (self.bw * mf.pair_bandwidth)
+        if tokens <= SHARED_EXPERT_STREAM_TOKENS:  # the shared expert runs beside the routed experts
+            out = {"moe": max(routed, shared), "shared_expert": 0.0}
+        else:
+            out = {"moe": routed, "shared_expert": shared}
+        out["ep_exchange"] = self.moe_layers / pp * self._ep_exchange(tokens)
+        return out
+
+    def _attention(self, b: float, chunk: float, ctx_dec: float, ctx_pre: float) -> dict:
+        """Decode attention over the ``b`` sequences' KV (and GDN state), prefill attention and GDN scan of a chunk."""
+        eff, pp, out = self.eff, self.pp, {}
+        if b and self.mla_fit is not None:
+            out.update(self._mla_decode(b, ctx_dec, not chunk))
+        elif b:
+            per_layer = eff.attn_launch_s + b * self.kv_heads * eff.attn_per_seq_s
+            out["attention"] = self.attn_layers / pp * per_layer + b * ctx_dec * self.kv_tok / (
                 self.bw * eff.attn_bandwidth
             )
+        if b:
             out["gdn"] = b * 2 * self.state_seq / (self.bw * eff.gdn_state_bandwidth) if self.state_seq else 0.0
         if chunk:
             frac = min(1.0, max(0.0, math.log2(max(ctx_pre * 2, 1) / 1024) / 2))  # 1k tokens short .. 4k long
@@ -246,6 +326,20 @@ class EngineModel:
                 out["gdn_scan"] = (
                     self.lin_layers / pp * self.gdn_flops_tok * chunk / (self.peak_bf16 * eff.gdn_scan_compute)
                 )
+        return out
+
+    def stage(self, b: float, chunk: float = 0.0, ctx_dec: float = 0.0, ctx_pre: float = 0.0) -> dict:
+        """One pipeline stage of one step (1/PP of the layers) for ``b`` decoding sequences and a ``chunk``."""
+        eff, pp = self.eff, self.pp
+        tokens = b + chunk
+        gemm, shared = self._dense_gemms(b, chunk)
+        out = {"gemm": gemm}
+        sampled = b + (1 if chunk else 0)
+        lm = (self.hidden, self.vocab / self.tp)
+        out["lm_head"] = eff.bf16.time(sampled, lm, 2.0, (self.peak_bf16, self.bw)) / pp
+        if self.moe:
+            out.update(self._moe(tokens, shared))
+        out.update(self._attention(b, chunk, ctx_dec, ctx_pre))
         en = eff.engine
         out["elementwise"] = (
             self.layers
@@ -278,150 +372,6 @@ class EngineModel:
 
 
 # --------------------------------------------------------------------------- prompt-length distribution
-
-
-def lognormal_sigma(mean: float, p95: float) -> float:
-    """sigma of a log-normal with this mean and 95th percentile (0 when they are equal)."""
-    if p95 <= mean:
-        return 0.0
-    r = math.log(p95 / mean)
-    disc = Z95 * Z95 - 2 * r
-    return Z95 - math.sqrt(disc) if disc > 0 else Z95
-
-
-def prompt_points(mean: float, p95: float) -> tuple[float, float, list[float]]:
-    """(median, p95, five quantile points at 10/30/50/70/90 %) of the log-normal prompt-length model."""
-    s = lognormal_sigma(mean, p95)
-    mu = math.log(mean) - s * s / 2
-    zs = (-1.2816, -0.5244, 0.0, 0.5244, 1.2816)
-    return math.exp(mu), p95, [math.exp(mu + s * z) for z in zs]
-
-
-def mg1_wait(lam: float, es: float, es2: float) -> tuple[float, float]:
-    """Mean waiting time of an M/G/1 queue (Pollaczek-Khinchine) and its utilisation; inf when saturated."""
-    rho = lam * es
-    if rho >= 1:
-        return math.inf, rho
-    return lam * es2 / (2 * (1 - rho)), rho
-
-
-def wait_quantile(mean_wait: float, rho: float, p: float) -> float:
-    """p-quantile of the waiting time, P(W > t) = rho exp(-rho t / E[W]) (exact for M/M/1, heavy-traffic M/G/1)."""
-    if rho <= 0 or mean_wait <= 0 or rho <= 1 - p:
-        return 0.0
-    if math.isinf(mean_wait):
-        return math.inf
-    return mean_wait / rho * math.log(rho / (1 - p))
-
-
-def erlang_c(servers: int, offered: float) -> float:
-    """Probability that an arrival waits in an M/M/c queue of ``servers`` servers offered ``offered`` Erlangs
-    (arrival rate x holding time); 1 when ``offered >= servers``. Erlang B by its recursion, then C from B: stable
-    for thousands of servers."""
-    if offered <= 0:
-        return 0.0
-    if offered >= servers:
-        return 1.0
-    b = 1.0
-    for k in range(1, servers + 1):
-        b = offered * b / (k + offered * b)
-    rho = offered / servers
-    return b / (1 - rho * (1 - b))
-
-
-@dataclass(frozen=True)
-class SlotWait:
-    """Waiting for a free sequence slot: ``slots`` (max_num_seqs) servers, each request holding one for ``hold``
-    seconds, Poisson arrivals at ``lam``."""
-
-    rho: float  # offered / slots
-    prob: float  # P(an arrival waits), Erlang C
-    rate: float  # slots / hold - lam, scaled to M/G/c: the decay rate of the wait's tail, 1/s
-
-    @property
-    def stable(self) -> bool:
-        return self.rho < 1
-
-    @property
-    def mean(self) -> float:
-        return self.prob / self.rate if self.stable else math.inf
-
-    @property
-    def p50(self) -> float:
-        return self.quantile(0.5)
-
-    @property
-    def p95(self) -> float:
-        return self.quantile(0.95)
-
-    def quantile(self, p: float) -> float:
-        """The ``p``-quantile of the wait: 0 when at most 1 - p of arrivals wait."""
-        if self.prob <= 1 - p:
-            return 0.0
-        if not self.stable or p >= 1:
-            return math.inf
-        return math.log(self.prob / (1 - p)) / self.rate
-
-
-def _mgc_scale(c: int, rho: float, cv2: float) -> float:
-    """M/G/c mean wait / M/M/c mean wait. For constant holds Cosmetatos' M/D/c approximation, half the M/M/c wait
-    times 1 + (1 - rho)(c - 1)(sqrt(4 + 5c) - 2) / (16 rho c); between constant and exponential holds linear in cv2
-    (Tijms); above, Allen-Cunneen's (1 + cv2) / 2."""
-    cv2 = max(0.0, cv2)
-    if cv2 >= 1:
-        return (1 + cv2) / 2
-    if rho <= 0:
-        return 0.5
-    # at most the M/M/c wait: the correction only matters near saturation, and constant holds never wait longer
-    md = min(1.0, 0.5 * (1 + (1 - rho) * (c - 1) * (math.sqrt(4 + 5 * c) - 2) / (16 * rho * c)))
-    return cv2 + (1 - cv2) * md
-
-
-def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0) -> SlotWait:
-    """An M/G/c queue for one rank's sequence slots (``slots`` = max_num_seqs servers, Poisson arrivals at ``lam``,
-    each request holding a slot ``hold`` seconds on average with squared coefficient of variation ``cv2``): an arrival
-    waits with probability C (Erlang C, M/M/c), and a wait that happens is exponential with the M/M/c mean
-    1 / (c / hold - lam) scaled to M/G/c (``_mgc_scale``): P(W > t) = C exp(-t rate). Against a simulation of the
-    same queue (tests/unit/planner/test_latency_model.py) P(wait) is within a few per cent and the wait's p95 and
-    mean within 20 % (the simulation's own spread over seeds is about 15 %)."""
-    offered = lam * hold
-    slots = max(1, int(slots))
-    if offered <= 0 and not math.isinf(hold):
-        return SlotWait(0.0, 0.0, math.inf)
-    if math.isinf(hold) or offered >= slots:
-        return SlotWait(offered / slots if not math.isinf(hold) else math.inf, 1.0, 0.0)
-    rate = (slots / hold - lam) / _mgc_scale(slots, offered / slots, cv2)
-    return SlotWait(offered / slots, erlang_c(slots, offered), rate)
-
-
-def lognormal_cv2(mean: float, p95: float) -> float:
-    """Squared coefficient of variation of a log-normal with this mean and 95th percentile (0 when they are equal)."""
-    sigma = lognormal_sigma(mean, p95)
-    return math.exp(sigma * sigma) - 1.0
-
-
-def lognormal_quantile(p50: float, p95: float, u: float) -> float:
-    """The ``u``-quantile of a log-normal through this median and 95th percentile (``p95`` when it has no spread)."""
-    if p50 <= 0 or p95 <= p50 or math.isinf(p95):
-        return p95
-    return p50 * math.exp(math.log(p95 / p50) / Z95 * _NORMAL.inv_cdf(u))
-
-
-def with_wait_p95(p50: float, p95: float, sw: SlotWait) -> float:
-    """An upper bound of the 95th percentile of TTFT + a slot wait independent of it: the least over splits ``a`` of
-    TTFT's (1 - a)-quantile plus the wait's (0.95 + a)-quantile (P(sum > that) <= a + 0.05 - a), TTFT log-normal
-    through its p50 and p95. When fewer than 5 % wait it is TTFT's (1 - (0.05 - C))-quantile: a few per cent of
-    waits still move the p95 of the sum, which adding the wait's own p95 (0) would miss."""
-    if sw.prob <= 1e-9:  # nobody waits (to rounding)
-        return p95
-    if not sw.stable:
-        return math.inf
-    best = min(
-        lognormal_quantile(p50, p95, 1 - a) + sw.quantile(0.95 + a) for a in (0.05 * k / 16 for k in range(1, 16))
-    )
-    if sw.prob < 0.05:  # the split at which the wait's quantile is 0
-        best = min(best, lognormal_quantile(p50, p95, 0.95 + sw.prob))
-    return best
 
 
 # --------------------------------------------------------------------------- aggregated engines
@@ -606,8 +556,12 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
         inf = math.inf
         return Point(b, rate, inf, inf, inf, inf, inf, 1.0, 1.0, t_dec, pf.t_step, inf, False)
     phi = min(1.0, rate * pf.n * t_bar / pf.k)
-    phi95 = min(1.0, phi + Z95 * math.sqrt(phi * (1 - phi) / out_steps))
-    tpot95 = t_dec + phi95 * (pf.t_step - t_dec)
+    tpot95 = tpot_p95(
+        StepMix(t_dec, pf.t_step, t_bar, pf.n * (pf.t_step - t_dec) / pf.k),
+        rate * t_bar,
+        (w.output_mean, w.output_p95),
+        w.prompt_cv2 + (min(1.0, w.hold_cv2) if closed else 1.0),
+    )
     p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(b, rate, t_bar, 0.0, closed))
     e2e = mean + out_steps * t_bar
     return Point(b, rate, t_bar, tpot95, p50, p95, mean, rho, phi, t_dec, pf.t_step, e2e, rho < 1)
@@ -653,23 +607,35 @@ def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, ut
 
 
 def max_batch(fn, slo_s: float, cap: int) -> tuple[int, object]:
-    """The largest batch in [1, cap] whose ``fn(b).tpot_p95`` meets ``slo_s`` (0, None when even 1 misses)."""
-    lo, hi = 0, max(1, int(cap))
-    best = None
+    """The largest batch in [1, cap] whose ``fn(b).tpot_p95`` meets ``slo_s`` (0, None when even 1 misses): TPOT p95
+    grows with the batch, nearly linearly, so the search interpolates between the last batch that meets the SLO and
+    the first that misses it (false position), halving the interval when interpolation does not."""
+
+    def excess(p) -> float:
+        return p.tpot_p95 - slo_s if p.stable and not math.isinf(p.tpot_p95) else math.inf
+
+    hi = max(1, int(cap))
     p = fn(1)
-    if not p.stable or p.tpot_p95 > slo_s:
+    if excess(p) > 0:
         return 0, p
-    lo, best = 1, p
+    lo, best, e_lo = 1, p, excess(p)
     p = fn(hi)
-    if p.stable and p.tpot_p95 <= slo_s:
+    if excess(p) <= 0:
         return hi, p
+    e_hi, bisect = excess(p), False
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        p = fn(mid)
-        if p.stable and p.tpot_p95 <= slo_s:
-            lo, best = mid, p
+        if bisect or math.isinf(e_hi) or e_hi <= e_lo:
+            mid = (lo + hi) // 2
         else:
-            hi = mid
+            mid = min(hi - 1, max(lo + 1, int(lo + (hi - lo) * (-e_lo) / (e_hi - e_lo))))
+        p = fn(mid)
+        e = excess(p)
+        width = hi - lo
+        if e <= 0:
+            lo, best, e_lo = mid, p, e
+        else:
+            hi, e_hi = mid, e
+        bisect = (hi - lo) * 2 > width  # interpolation barely moved a bound: halve next
     return lo, best
 
 

@@ -216,11 +216,7 @@ def _layout_decisions(run: Run, s, lay: Layout, moe: bool) -> None:
         f"meet TTFT p95 {run.slo['ttft_p95_ms']} ms and TPOT p95 {run.slo['tpot_p95_ms']} ms at the traffic"
     )
     if lay.replicas < ch.replicas:
-        why += f"; the hardware holds {hw_max}"
-        run.warnings.append(
-            f"the traffic needs {ch.replicas} engine(s) of {lay.world} GPUs ({ch.gpus} GPUs); the hardware holds "
-            f"{hw_max} ({total} GPUs): the SLOs are missed at the planned load"
-        )
+        why += f"; the hardware holds {hw_max}, all of them run"
     run.dec.add(
         "replicas", lay.replicas, why + ("; independent replicas behind the router" if lay.replicas > 1 else "")
     )
@@ -239,6 +235,42 @@ def _no_fit(run: Run, c: EngineCtx) -> PlanError:
     )
 
 
+def aggregated_warnings(run: Run, lay: Layout, s) -> None:
+    """The aggregated plan's warnings: no layout meets the SLOs, the traffic needs more engines than the hardware
+    holds, PCIe all-reduce, KV below the headroom. Only for the plan that is chosen: the caller calls it when the plan
+    stays aggregated (a P/D plan says its own)."""
+    ch, c = s.chosen, lay
+    if not ch.ok:
+        run.warnings.append(
+            f"no layout meets both SLOs at the traffic on {run.total_gpus} {run.gpu['id']}: "
+            f"{ch.label()} comes closest ({ch.rejected or 'too few GPUs'})"
+        )
+    if c.tp > 1 and not run.gpu.get("link_gb_s"):
+        run.warnings.append(
+            f"TP={c.tp} on {run.gpu['id']} runs its per-layer all-reduce over PCIe (no NVLink); the latency model "
+            "charges the measured PCIe all-reduce"
+        )
+    if not ch.headroom_ok:
+        budget = run.gpu["memory_mib"] * 2**20 * run.n["gpu_memory_utilization"]
+        run.warnings.append(
+            f"serve layout below the KV headroom: {ch.mem['kv_pool_gib_per_gpu']} GiB/GPU for KV (< "
+            f"{int(run.pol['kv_headroom_fraction'] * 100)} % of {r(budget / 2**30)} GiB); TPOT limits the batch, so "
+            "the pool holds it"
+        )
+    if not ch.ok or lay.replicas >= ch.replicas:
+        return
+    pt = s.deployed.doc() if s.deployed is not None else {}
+    at = ""
+    if pt:
+        ttft, tpot = pt.get("ttft_p95_ms"), pt.get("tpot_p95_ms")
+        at = f" (TTFT p95 {'unbounded' if ttft is None else f'{ttft} ms'}, TPOT p95 {tpot} ms at that load)"
+    run.warnings.append(
+        f"the traffic needs {ch.replicas} engine(s) of {lay.world} GPUs ({ch.gpus} GPUs); the hardware holds "
+        f"{lay.replicas} ({run.total_gpus} GPUs), all of them are planned and the SLOs are missed at the planned "
+        f"load{at}"
+    )
+
+
 def choose_engine(run: Run, c: EngineCtx):
     """Stage 3: the main engine's layout from the layout search; DCP/PCP for long contexts; replicas.
     Returns (Layout, search.Search)."""
@@ -249,21 +281,6 @@ def choose_engine(run: Run, c: EngineCtx):
     ch = s.chosen
     for w in s.eff_why:
         run.dec.add("efficiency", "policy/calibration", w)
-    if not ch.ok:
-        run.warnings.append(
-            f"no layout meets both SLOs at the traffic on {run.total_gpus} {run.gpu['id']}: "
-            f"{ch.label()} comes closest ({ch.rejected or 'too few GPUs'})"
-        )
-    if ch.lay.tp > 1 and not run.gpu.get("link_gb_s"):
-        run.warnings.append(
-            f"TP={ch.lay.tp} on {run.gpu['id']} runs its per-layer all-reduce over PCIe (no NVLink); the latency model "
-            "charges the measured PCIe all-reduce"
-        )
-    if not ch.headroom_ok:
-        run.warnings.append(
-            f"serve/prefill layout below the KV headroom: {ch.mem['kv_pool_gib_per_gpu']} GiB/GPU for KV "
-            f"(< {int(c.headroom * 100)} % of {r(c.budget / 2**30)} GiB); TPOT limits the batch, so the pool holds it"
-        )
     moe = run.model["kind"] == "moe"
     lay = ch.lay
     long_tp = _long_prompt_note(run, c, s, lay)
@@ -275,7 +292,7 @@ def choose_engine(run: Run, c: EngineCtx):
         why = why if not ok else f"vLLM requires DCP in (1, PCP, TP x PCP) when PCP={pcp}"
         run.dec.add("decode context parallel", 1, f"{why}; DCP={dcp} dropped")
         dcp = 1
-    ep = tp * pcp * dp if (moe and tp * pcp * dp > 1) else 1
+    ep = tp * pcp * dp if (moe and lay.ep > 1) else 1  # the search's expert split: EP, or experts split by TP
     lay = replace(lay, dp=dp, ep=ep, dcp=dcp, pcp=pcp)
     lay = replace(lay, replicas=max(1, min(ch.replicas or 1, _hw_engines(run, lay))))
     if ch.ok and lay.replicas < ch.replicas and ch.full is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import search
 from . import sizing as sz
 from .engine import decode_ctx, engine_memory
 from .engine_args import engine_args
@@ -104,23 +105,21 @@ def _pd_dcp(run: Run, tp: int, dcp: int) -> int:
     return 1
 
 
-def _deployed(run: Run, p, d, dis) -> tuple[int, int]:
-    """Replicas of each pool the hardware holds (the traffic's need, scaled down with a warning when short)."""
-    total = run.total_gpus
-    if run.n["decode"]:
-        dhw = dis.decode_hw
-        p_reps = max(1, min(p.replicas, total // p.world))
-        d_reps = max(1, min(d.replicas, dhw.total // d.world))
-    elif p.gpus + d.gpus <= total:
-        p_reps, d_reps = p.replicas, d.replicas
-    else:
-        share = p.gpus / (p.gpus + d.gpus)
-        p_reps = max(1, min(p.replicas, int(total * share) // p.world))
-        d_reps = max(1, min(d.replicas, (total - p_reps * p.world) // d.world))
+def _deployed(run: Run, dis, lam: float) -> tuple[int, int]:
+    """Replicas of each pool the hardware holds: the traffic's need, or every GPU with a warning when it needs more;
+    then the latency at that load (search.Disagg.deployed) for the plan's figures."""
+    p, d = dis.prefill, dis.decode
+    p_reps, d_reps = dis.replicas_on_hw()
     if p_reps < p.replicas or d_reps < d.replicas:
+        dem = search.demand(run)
+        dis.deployed = (search.prefill_at(p, dem, lam, p_reps), search.decode_at(d, dem, lam, d_reps))
+        dl = dis.deployed[1].doc()
+        pl = dis.deployed[0].doc()
         run.warnings.append(
-            f"traffic needs {p.gpus} prefill + {d.gpus} decode GPUs; the hardware gives {p_reps * p.world} + "
-            f"{d_reps * d.world} (pools scaled down)"
+            f"the traffic needs {p.gpus} prefill + {d.gpus} decode GPUs ({p.gpus + d.gpus}); the hardware gives "
+            f"{p_reps * p.world} + {d_reps * d.world}, all of them are planned and the SLOs are missed at the planned "
+            f"load (prefill TTFT p95 {pl.get('ttft_p95_ms') or 'unbounded'} ms, decode slots "
+            f"{dl.get('slot_utilization')} busy)"
         )
     return p_reps, d_reps
 
@@ -144,7 +143,7 @@ def disagg_pools(run: Run, main: tuple, rates: Rates, xfer: KVTransfer) -> Pools
     dis = rates.disagg
     p, d = dis.prefill, dis.decode
     cp, dc = c.with_spec(None), decode_ctx(c)
-    p_reps, d_reps = _deployed(run, p, d, dis)
+    p_reps, d_reps = _deployed(run, dis, rates.lam)
     play = replace(p.lay, dcp=1, pcp=1, replicas=p_reps)
     dcp = _pd_dcp(run, d.lay.tp, lay.dcp if d.lay.tp % max(lay.dcp, 1) == 0 else 1)
     dlay = replace(d.lay, dcp=dcp, replicas=d_reps)

@@ -12,8 +12,6 @@ import os
 import re
 from xml.sax.saxutils import escape
 
-from .search import DECODE_SLOT_WAIT
-
 COLORS = {"weights": "#4e79a7", "kv": "#59a14f", "overhead": "#f28e2b", "reserved": "#bab0ac"}
 
 
@@ -234,8 +232,7 @@ def _slots_md(lat: dict) -> list[str]:
     """One line on the wait for a sequence slot (open traffic only)."""
     rank, where = lat.get("per_rank") or {}, "counted in TTFT above"
     if not rank.get("slot_utilization") and (lat.get("decode_per_rank") or {}).get("slot_utilization"):
-        share = (1 - DECODE_SLOT_WAIT) * 100
-        rank, where = lat["decode_per_rank"], f"decode pool sized so that {share:.0f} % find one at once"
+        rank, where = lat["decode_per_rank"], "the decode pool's; counted in TTFT above"
     if rank.get("slot_utilization") is None:
         return []
     if rank["slot_utilization"] >= 1:

@@ -15,7 +15,7 @@ from . import calibration as calib
 from . import latency as lt
 from . import perf
 from . import sizing as sz
-from .engine import GIB, EngineCtx, engine_memory, valid_tp, valid_tps
+from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
 from .structs import Layout, Run, r
 
 KSERVE_PP = (
@@ -71,6 +71,9 @@ class Candidate:
     gpus: int = 0  # needed by the traffic
     rejected: str = ""
     notes: list = field(default_factory=list)
+    moe: bool = False
+    engine: object = None  # latency.EngineModel of the layout (P/D pools: to re-size at the replicas deployed)
+    transfer: float = 0.0  # P/D prefill: the KV transfer of a p95 prompt in its TTFT
 
     @property
     def ok(self) -> bool:
@@ -85,13 +88,25 @@ class Candidate:
             s += f" DP={lay.dp}"
         if lay.ep > 1:
             s += f" EP={lay.ep}"
+        elif self.moe and lay.tp * lay.dp > 1:
+            s += f" experts TP={lay.tp * lay.dp}"
         return s + f" ({self.world} GPU{'s' if self.world > 1 else ''}/engine)"
 
-    def doc(self) -> dict:
+    def experts(self) -> str | None:
+        """How a MoE layout splits its experts: "expert parallel" (EP over TP x DP ranks), "tensor parallel" (every
+        expert split over them, no --enable-expert-parallel) or "whole" (one rank a stage)."""
+        if not self.moe:
+            return None
+        if self.lay.ep > 1:
+            return "expert parallel"
+        return "tensor parallel" if self.lay.tp * self.lay.dp > 1 else "whole"
+
+    def doc(self, cost: Cost | None = None) -> dict:
         lay = self.lay
         d = {
             "role": self.role,
             "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep},
+            "experts": self.experts(),
             "gpus_per_engine": self.world,
             "fits": self.fits,
             "kv_pool_gib_per_gpu": self.mem["kv_pool_gib_per_gpu"] if self.mem else None,
@@ -101,11 +116,28 @@ class Candidate:
             "replicas_needed": self.replicas or None,
             "gpus_needed": self.gpus or None,
         }
+        if cost is not None and self.gpus:
+            d["cost_per_hour"] = r(self.gpus * cost.per_gpu_hour, 2)
+            d["cost_per_million_tokens"] = cost.per_mtok(self.gpus * cost.per_gpu_hour)
         if self.load:
             d["latency"] = self.load.doc()
         if self.rejected:
             d["rejected"] = self.rejected
         return d
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a pool of GPUs costs: cost class x GPU-hours (H100 = 1.0), and per million output tokens at the planned
+    arrival rate (null without arrivals)."""
+
+    per_gpu_hour: float
+    lam: float
+    out_tokens: float
+
+    def per_mtok(self, per_hour: float) -> float | None:
+        tokens_h = self.lam * self.out_tokens * 3600
+        return r(per_hour * 1e6 / tokens_h, 3) if tokens_h > 0 else None
 
 
 # --------------------------------------------------------------------------- inputs of the search
@@ -141,9 +173,8 @@ def efficiencies(run: Run, c: EngineCtx, hw: Hardware) -> tuple[perf.Eff, list[s
     entry = calib.find(run.n["calibration"], key)
     if entry:
 
-        def make(e: perf.Eff, lay: dict) -> lt.EngineModel:
-            ep = lay["ep"] if lay["ep"] > 1 else (lay["tp"] * lay["dp"] if c.model["kind"] == "moe" else 1)
-            return lt.EngineModel(c, Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], ep=ep), e, hw.topo())
+        def make(e: perf.Eff, lay: dict) -> lt.EngineModel:  # the measured layout as the plan wrote it (ep 1: no EP)
+            return lt.EngineModel(c, Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], ep=lay["ep"]), e, hw.topo())
 
         eff, note = calib.apply(eff, entry, make)
         why.append(note)
@@ -173,6 +204,38 @@ def _dps(tp: int, hw: Hardware) -> list[int]:
     return out
 
 
+FP8_BLOCK_N = 128  # block-FP8 checkpoints scale weights in 128 x 128 blocks (models.yaml fp8_format: block)
+
+
+def expert_tp_refusal(c: EngineCtx, moe_tp: int) -> str:
+    """Why vLLM would refuse to split every expert over ``moe_tp`` ranks (tensor parallel experts), or "". A block-FP8
+    checkpoint needs each rank's slice of an expert's gate/up output to be whole 128-wide blocks: vLLM's
+    Fp8MoEMethod.create_weights raises "The output_size of gate's and up's weight = N is not divisible by weight
+    quantization block_n = 128" (vllm/model_executor/layers/quantization/fp8.py)."""
+    inter = c.model.get("moe_intermediate_size")
+    if not inter or moe_tp <= 1:
+        return ""
+    if inter % moe_tp:
+        return f"moe_intermediate_size {inter} does not split over {moe_tp} ranks"
+    if perf.gemm_dtype(c.model, c.weights) == "fp8_block" and (inter // moe_tp) % FP8_BLOCK_N:
+        return (
+            f"experts split by TP over {moe_tp} ranks: {inter // moe_tp} of each expert's {inter} intermediate a rank "
+            f"is not a multiple of the {FP8_BLOCK_N}-wide FP8 blocks (vLLM Fp8MoEMethod refuses it)"
+        )
+    return ""
+
+
+def _moe_splits(c: EngineCtx, tp: int, dp: int) -> list[int]:
+    """The expert splits of a MoE engine of TP x DP ranks a stage, as EP sizes (aiconfigurator's vLLM space: moe_tp x
+    moe_ep = TP x DP, never both above 1): expert parallel (``--enable-expert-parallel``, EP = TP x DP) and, where
+    the checkpoint allows it, every expert split by TP over the TP x DP ranks (EP 1: vLLM's default without the
+    flag). One rank: neither."""
+    width = tp * dp
+    if width == 1:
+        return [1]
+    return [width] + ([1] if not expert_tp_refusal(c, width) else [])
+
+
 def layouts(run: Run, c: EngineCtx, hw: Hardware) -> tuple[list[Layout], list[tuple[Layout, str]]]:
     """Engine layouts to size, and layouts refused before sizing (with why)."""
     model = c.model
@@ -184,16 +247,15 @@ def layouts(run: Run, c: EngineCtx, hw: Hardware) -> tuple[list[Layout], list[tu
     out, refused = [], []
     for tp in tps:
         for d in _dps(tp, hw) if moe else [1]:
-            ep = tp * d if moe and tp * d > 1 else 1
-            out.append(Layout(tp=tp, dp=d, ep=ep))
+            out += [Layout(tp=tp, dp=d, ep=ep) for ep in (_moe_splits(c, tp, d) if moe else [1])]
         for pp in (2, 4, 8):
             if pp > model["layers"] // 2:
                 break
-            lay = Layout(tp=tp, pp=pp, ep=tp if moe and tp > 1 else 1)
+            lays = [Layout(tp=tp, pp=pp, ep=ep) for ep in (_moe_splits(c, tp, 1) if moe else [1])]
             if tp * pp <= hw.gpn:
-                out.append(lay)
+                out += lays
             elif tp == max(tps) and tp * pp <= hw.total and (tp * pp) % hw.gpn == 0:
-                refused.append((lay, KSERVE_PP))
+                refused.append((lays[0], KSERVE_PP))
     return out, refused
 
 
@@ -203,7 +265,7 @@ def layouts(run: Run, c: EngineCtx, hw: Hardware) -> tuple[list[Layout], list[tu
 def _memory(c: EngineCtx, lay: Layout, run: Run, num_spec: int) -> tuple[dict, bool, bool, str]:
     mem = engine_memory(c, lay, num_spec)
     if c.kvmem is not None:
-        over = mem["weights_bytes"] + c.overhead(lay.tp, lay.pp, lay.ep) + c.kvmem - c.total
+        over = mem["weights_bytes"] + c.overhead(lay.tp, lay.pp, expert_shard(c.model, lay)) + c.kvmem - c.total
         if over > 0:
             why = (
                 f"{mem['weights_gib_per_gpu']} GiB weights + {mem['overhead_gib_per_gpu']} GiB overhead + "
@@ -267,7 +329,19 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
     better); the DP ranks of one engine share one queue: KServe's presets start vLLM without an external or hybrid
     DP load balancer, so vLLM's own sends each request to the rank with the least waiting and running work."""
     if not dem.open:
-        return lt.aggregated(em, min(batch, max(1.0, dem.sessions / ranks)), dem.work)
+        per_rank = max(1.0, (dem.sessions or 0) / ranks)
+        p = lt.aggregated(em, min(batch, per_rank), dem.work)
+        if per_rank <= batch:
+            return p
+        # more clients than slots: the slots run full and the rest wait their turn, R = clients / throughput (Little)
+        wait = (per_rank / batch - 1.0) * p.e2e
+        return replace(
+            p,
+            ttft_p50=p.ttft_p50 + wait,
+            ttft_p95=p.ttft_p95 + wait,
+            ttft_mean=p.ttft_mean + wait,
+            e2e=p.e2e + wait,
+        )
     lam = dem.lam / ranks
     b = min(float(batch), max(1.0, lam * full.e2e))
     p = lt.aggregated(em, b, dem.work, lam)
@@ -326,17 +400,15 @@ class Sizer:
 
 
 def batch_slo(run: Run) -> float:
-    """TPOT (seconds) a full rank is sized for: the SLO less policy.latency_margin, the allowance for the latency
-    model's own error (its TPOT is within -11 .. +12.5 % of aiconfigurator's measured-kernel estimates at the
-    planner's choices on the oracle grid, docs/planner.md). max_num_seqs is the hard limit a rank reaches under a
-    burst, so it carries the margin; replicas are sized at the planned load against the SLO itself."""
-    return run.slo["tpot_p95_ms"] / 1000 * (1.0 - float(run.pol.get("latency_margin") or 0.0))
+    """TPOT (seconds) a full rank is sized for: the SLO itself. TPOT p95 is the p95 over requests of each request's
+    mean TPOT (latency.tpot_p95), the percentile the SLO names; no margin is added on top of the model."""
+    return run.slo["tpot_p95_ms"] / 1000
 
 
 def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     """An aggregated engine: batch from TPOT p95 (prefill chunks mixed in), replicas from TTFT p95 and the traffic."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("serve", lay, lay.world)
+    cand = Candidate("serve", lay, lay.world, moe=c.model["kind"] == "moe")
     mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
     cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
     if not fits:
@@ -375,9 +447,93 @@ def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
             f"p95 prompt ({int(dem.work.prompt_p95)} tokens) alone is too slow on {lay.world} GPU(s)"
         )
         return cand
-    cand.replicas, cand.gpus = reps, reps * lay.world
+    cand.replicas, cand.gpus, cand.engine = reps, reps * lay.world, em
     cand.load = _agg_at(em, dem, reps * lay.dp, b, full)
     return cand
+
+
+def settle_batch(sz_: Sizer, cand: Candidate) -> None:
+    """max_num_seqs of the chosen engine at its replicas. The search sized it at the largest batch whose TPOT p95
+    meets the SLO when the rank is full; with fewer slots the rank's bursts wait in its queue (TTFT) instead of
+    slowing every step (TPOT). Between the fewest slots the planned load needs and that batch, the plan takes the one
+    that leaves TTFT p95 (slot wait included, at the planned load) and TPOT p95 of a full rank the same share of
+    headroom to their SLOs: both SLOs hold, and neither is spent when the traffic leaves room. Open traffic only (a
+    closed population fills at most target_utilization of the batch)."""
+    run, dem, em = sz_.run, sz_.dem, cand.engine
+    if not cand.ok or not dem.open or em is None or cand.batch <= 1:
+        return
+    slo_tpot, slo_ttft = run.slo["tpot_p95_ms"] / 1000, run.slo["ttft_p95_ms"] / 1000
+    ranks = cand.replicas * cand.lay.dp
+
+    def at(c: int) -> tuple[lt.Point, lt.Point]:
+        full = lt.aggregated(em, c, dem.work) if c != cand.batch else cand.full
+        return full, _agg_at(em, dem, ranks, c, full)
+
+    def worse(pts: tuple) -> float:  # the larger share of its SLO either spends (inf: the queue does not drain)
+        full, load = pts
+        if not load.stable or math.isinf(load.ttft_p95):
+            return math.inf
+        return max(full.tpot_p95 / slo_tpot, load.ttft_p95 / slo_ttft, load.tpot_p95 / slo_tpot)
+
+    def tpot_side(pts: tuple) -> bool:  # TPOT spends more of its SLO than TTFT: fewer slots would balance them
+        full, load = pts
+        return load.stable and full.tpot_p95 / slo_tpot >= load.ttft_p95 / slo_ttft
+
+    hi, hi_pts = cand.batch, (cand.full, cand.load)
+    if not tpot_side(hi_pts):
+        return
+    lo = max(1, math.ceil(dem.lam * cand.load.e2e / ranks))
+    while hi - lo > 1:  # the smallest batch on the TPOT side: the two shares cross between it and the one below
+        mid = (lo + hi) // 2
+        pts = at(mid)
+        if tpot_side(pts):
+            hi, hi_pts = mid, pts
+        else:
+            lo = mid
+    best_c, best_pts = hi, hi_pts
+    low_pts = at(lo) if lo < hi else None
+    if low_pts is not None and worse(low_pts) < worse(best_pts):
+        best_c, best_pts = lo, low_pts
+    if worse(best_pts) > 1.0 + 1e-9:  # never trade a met SLO away
+        return
+    if best_c < cand.batch:
+        cand.batch, (cand.full, cand.load), cand.limit = best_c, best_pts, "ttft/tpot balance"
+
+
+def settle_decode(sz_: Sizer, cand: Candidate, prefill: Candidate, lam: float) -> None:
+    """max_num_seqs of the chosen P/D decode engine at its replicas, as ``settle_batch`` for a serve engine: between
+    the fewest slots the decode load needs and the largest batch whose TPOT meets the SLO, the one that leaves TPOT
+    of a full rank and TTFT p95 (the prefill pool's, with the wait for a decode slot: queueing.with_wait_p95) the same
+    share of headroom, never past either SLO."""
+    run, dem, em = sz_.run, sz_.dem, cand.engine
+    if not cand.ok or not dem.open or em is None or cand.batch <= 1 or prefill.load is None:
+        return
+    slo_tpot, slo_ttft = run.slo["tpot_p95_ms"] / 1000, run.slo["ttft_p95_ms"] / 1000
+    pl, lay = prefill.load, cand.lay
+
+    def at(c: int) -> tuple[float, float]:  # (TPOT of a full rank, TTFT p95 with the decode slot wait) / SLOs
+        full = lt.decode_only(em, c, dem.work) if c != cand.batch else cand.full
+        sw = lt.slot_wait(lam / cand.replicas, c * lay.dp, full.e2e, dem.work.hold_cv2)
+        return full.tpot_p95 / slo_tpot, lt.with_wait_p95(pl.ttft_p50, pl.ttft_p95, sw) / slo_ttft
+
+    hi = cand.batch
+    tp_hi, tt_hi = at(hi)
+    if tp_hi < tt_hi:
+        return
+    lo = max(1, math.ceil(lam * cand.full.e2e / (cand.replicas * lay.dp)))
+    while hi - lo > 1:  # the smallest batch whose TPOT share still exceeds its TTFT share
+        mid = (lo + hi) // 2
+        tp_m, tt_m = at(mid)
+        if tp_m >= tt_m:
+            hi = mid
+        else:
+            lo = mid
+    best = min((c for c in {lo, hi} if c <= cand.batch), key=lambda c: max(at(c)))
+    if max(at(best)) > 1.0 + 1e-9 or best >= cand.batch:
+        return
+    cand.batch, cand.limit = best, "ttft/tpot balance"
+    cand.full = lt.decode_only(em, best, dem.work)
+    cand.load = decode_at(cand, dem, lam, cand.replicas)
 
 
 def _ms(x: float) -> str:
@@ -418,33 +574,40 @@ class Search:
     within_hw: bool
     deployed: object = None  # latency at the replicas the hardware holds, when fewer than needed
 
-    def table(self, limit: int = 12) -> list[dict]:
-        """The chosen layout first, then runner-ups and refused layouts with why they lost."""
+    def table(self, lam: float, out_tokens: float, chosen: bool = True) -> list[dict]:
+        """Every candidate, the chosen layout first, then runner-ups and refused layouts with why they lost, each
+        with its cost for the traffic (``chosen``: whether the plan deploys this pool, not the P/D option)."""
         rows, slo_total = [], self.hw.total
+        cost = Cost(self.hw.gpu["cost_class"], lam, out_tokens)
         order = sorted(self.candidates, key=lambda x: (bool(x.rejected), not x.fits, x.gpus or 10**9, x.world))
         for cand in order:
             if cand is self.chosen:
                 continue
-            d = cand.doc()
+            d = cand.doc(cost)
             d["why"] = lost_because(cand, self.chosen, self._slo, slo_total)
             rows.append(d)
-        head = self.chosen.doc()
-        head["chosen"] = True
+        head = self.chosen.doc(cost)
+        head["chosen"] = chosen
         head["why"] = "fewest GPUs that meet TTFT p95 and TPOT p95 at the traffic" + (
             "" if self.within_hw else f" (more than the {slo_total} GPUs the hardware has)"
         )
-        return [head, *rows[: limit - 1]]
+        if not chosen:
+            head["why"] += "; the plan disaggregates instead"
+        return [head, *rows]
 
     _slo: dict = field(default_factory=dict)
 
 
 def best_of(cands: list[Candidate], slo: dict, total: int) -> tuple[Candidate | None, bool]:
+    """The fewest GPUs among the candidates that meet the SLOs within the hardware; when the traffic needs more GPUs
+    than there are, the one whose engines on the hardware carry the largest share of it (every GPU used)."""
     ok = [x for x in cands if x.ok]
     if not ok:
         return None, False
     within = [x for x in ok if x.gpus <= total]
-    pool = within or ok
-    return min(pool, key=lambda x: _score(x, slo)), bool(within)
+    if within:
+        return min(within, key=lambda x: _score(x, slo)), True
+    return min(ok, key=lambda x: (-round(served(x, total), 3), *_score(x, slo))), False
 
 
 def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
@@ -455,7 +618,7 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
     sizer = Sizer(run, c, hw, eff, dem)
     cands = [size_serve(sizer, lay) for lay in lays]
     for lay, why in refused:
-        cand = Candidate("serve", lay, lay.world, rejected=why)
+        cand = Candidate("serve", lay, lay.world, rejected=why, moe=c.model["kind"] == "moe")
         cand.mem, cand.fits, cand.headroom_ok, dummy = _memory(c, lay, run, c.num_spec)
         cands.append(cand)
     servable = [x for x in cands if x.fits and x.rejected != KSERVE_PP]
@@ -466,6 +629,8 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
         sized = [x for x in servable if x.full is not None] or servable
         chosen = min(sized, key=lambda x: x.full.tpot_p95 if x.full else 1e9)
         within = False
+    elif within:
+        settle_batch(sizer, chosen)
     s = Search(chosen, cands, hw, eff, eff_why, within)
     s._slo = run.slo
     return s
@@ -482,7 +647,7 @@ DECODE_SLOT_WAIT = 0.01
 def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
     """A P/D decode engine: decode-only steps; sequences in flight = arrival rate x decode time (Little's law)."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("decode", lay, lay.world)
+    cand = Candidate("decode", lay, lay.world, moe=c.model["kind"] == "moe")
     mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
     cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
     if not fits:
@@ -507,29 +672,42 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
             return lt.slot_wait(lam / n, b * lay.dp, full.e2e, dem.work.hold_cv2).prob <= DECODE_SLOT_WAIT
 
         reps = _smallest(free, math.ceil(inflight / (b * lay.dp) - 1e-9), max(4 * reps, 64)) or reps
-    cand.replicas, cand.gpus = reps, reps * lay.world
-    per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
-    cand.load = lt.decode_only(em, per_rank, dem.work)
-    if dem.open:
-        cand.load = replace(cand.load, slots=lt.slot_wait(lam / reps, b * lay.dp, full.e2e, dem.work.hold_cv2))
+    cand.replicas, cand.gpus, cand.engine = reps, reps * lay.world, em
+    cand.load = decode_at(cand, dem, lam, reps)
     return cand
+
+
+def decode_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
+    """One decode rank's latency when ``reps`` engines of the candidate carry the traffic."""
+    b, lay = cand.batch, cand.lay
+    inflight = lam * cand.full.e2e if dem.open else float(dem.sessions or 0)
+    per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
+    load = lt.decode_only(cand.engine, per_rank, dem.work)
+    if dem.open:
+        load = replace(load, slots=lt.slot_wait(lam / reps, b * lay.dp, cand.full.e2e, dem.work.hold_cv2))
+    return load
+
+
+def prefill_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
+    """One prefill rank's latency when ``reps`` engines of the candidate carry the traffic."""
+    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer)
 
 
 def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:
     """A P/D prefill engine: replicas until TTFT (queueing and the KV transfer included) meets the SLO at the
     (95 + DECODE_SLOT_WAIT)th percentile, room for the prompts that wait for a decode slot."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("prefill", lay, lay.world)
+    cand = Candidate("prefill", lay, lay.world, moe=c.model["kind"] == "moe")
     mem, fits, headroom, why = _memory(c, lay, run, 0)
     cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
     if not fits:
         cand.rejected = why
         return cand
-    em = lt.EngineModel(c, lay, eff, hw.topo())
+    cand.engine, cand.transfer = lt.EngineModel(c, lay, eff, hw.topo()), transfer
     slo_ttft = run.slo["ttft_p95_ms"] / 1000
 
     def at(reps: int) -> lt.Point:
-        return lt.prefill_only(em, lam / (reps * lay.dp), dem.work, transfer)
+        return prefill_at(cand, dem, lam, reps)
 
     def ok(reps: int) -> bool:
         p = at(reps)
@@ -558,6 +736,77 @@ class Disagg:
     decode_all: list = field(default_factory=list)
     transfer_s: float = 0.0
     eff_why: list = field(default_factory=list)
+    deployed: tuple | None = None  # (prefill, decode) latency at the replicas the hardware holds, when fewer
+
+    def replicas_on_hw(self) -> tuple[int, int]:
+        """(prefill, decode) replicas the hardware holds: the traffic's need, or, when the pools need more GPUs than
+        there are, every GPU: one engine each, then the next engine to the pool furthest below its need."""
+        p, d = self.prefill, self.decode
+        if self.decode_hw is not self.prefill_hw:
+            return (
+                max(1, min(p.replicas, self.prefill_hw.total // p.world)),
+                max(1, min(d.replicas, self.decode_hw.total // d.world)),
+            )
+        free = self.prefill_hw.total - p.world - d.world
+        if p.gpus + d.gpus <= self.prefill_hw.total or free < 0:
+            return p.replicas, d.replicas
+        reps = [1, 1]
+        while True:
+            opts = [
+                (reps[i] / cand.replicas, i)
+                for i, cand in enumerate((p, d))
+                if reps[i] < cand.replicas and free >= cand.world
+            ]
+            if not opts:
+                return reps[0], reps[1]
+            i = min(opts)[1]
+            reps[i] += 1
+            free -= (p, d)[i].world
+
+    def table(self, lam: float, out_tokens: float, chosen: bool) -> list[dict]:
+        """Every prefill and decode candidate of the P/D option with its cost for the traffic; the option's pair
+        first (``chosen``: whether the plan deploys it)."""
+        rows = []
+        for role, cands, best, hw in (
+            ("prefill", self.prefill_all, self.prefill, self.prefill_hw),
+            ("decode", self.decode_all, self.decode, self.decode_hw),
+        ):
+            cost = Cost(hw.gpu["cost_class"], lam, out_tokens)
+            order = sorted(cands, key=lambda x: (x is not best, bool(x.rejected), not x.ok, x.gpus or 10**9, x.world))
+            for cand in order:
+                d = cand.doc(cost)
+                if cand is best:
+                    d["chosen"] = chosen
+                    d["why"] = f"the P/D option's {role} pool: the cheapest pair that fits" + (
+                        "" if chosen else "; the plan stays aggregated"
+                    )
+                elif cand.rejected or not cand.ok:
+                    d["why"] = cand.rejected or f"no {role} replica count meets the SLO"
+                elif best is not None:
+                    more = (cand.gpus - best.gpus) * hw.gpu["cost_class"]
+                    d["why"] = (
+                        f"costs {r(more, 2)}/h more than {best.label()} for the traffic"
+                        if more > 0
+                        else f"the pair with it costs more or fits the hardware less well than with {best.label()}"
+                    )
+                rows.append(d)
+        return rows
+
+    def served(self) -> float:
+        """The share of the traffic the pools the hardware holds carry (1: all of it)."""
+        if self.prefill is None:
+            return 0.0
+        if self.prefill.world + self.decode.world > self.prefill_hw.total and self.decode_hw is self.prefill_hw:
+            return 0.0
+        pr, dr = self.replicas_on_hw()
+        return min(1.0, pr / self.prefill.replicas, dr / self.decode.replicas)
+
+
+def served(c: Candidate, total: int) -> float:
+    """The share of the traffic the engines of an aggregated candidate that the hardware holds carry."""
+    if not c.replicas:
+        return 0.0
+    return min(1.0, (total // c.world) / c.replicas)
 
 
 def _transfer(sz_: Sizer, lay: Layout, same_node: bool, length: float) -> float:
@@ -604,6 +853,8 @@ def search_disagg(run: Run, ctxs: tuple, hws: tuple, lam: float) -> Disagg:
             if best is None or key < best[0]:
                 best = (key, p, d, cost, fits)
     _key, p, d, cost, fits = best
+    if fits:
+        settle_decode(dsz, d, p, lam)
     out.prefill, out.decode, out.cost, out.within_hw = p, d, cost, fits
     out.transfer_s = _transfer(psz, p.lay, same_node, dem.work.prompt_mean)
     return out

@@ -176,11 +176,6 @@ def _gates(run: Run, lay: Layout, rates: Rates) -> str | None:
             f"interconnect {n['interconnect']}: no RDMA NICs between nodes, so KV transfer between pools would run "
             "over TCP and cost more than it saves (seed section 4: NIXL wants RDMA/NVLink; one node uses NVLink)"
         )
-    if rates.sessions is not None and rates.sessions < pol["pd_min_sessions"]:
-        return (
-            f"{rates.sessions} concurrent sessions < {pol['pd_min_sessions']}: below ~100 sessions the transfer hop "
-            "costs more than it saves (seed 7.6)"
-        )
     if run.total_gpus < 2 and not has_decode_hw:
         return "one GPU: nothing to split"
     return None
@@ -249,6 +244,15 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
         return False, f"stay aggregated: the P/D pools do not fit the hardware; {both}", doc
     if dis.within_hw and not agg_fits:
         return True, f"disaggregate: the aggregated pool does not meet the SLOs within the hardware; {both}", doc
+    if not agg_fits and not dis.within_hw:  # the traffic needs more than the hardware: the option carrying more of it
+        a_share, d_share = (search.served(ch, run.total_gpus) if agg_ok else 0.0), dis.served()
+        over = (
+            f"neither option fits the hardware: its GPUs carry {r(a_share * 100, 0)} % of the traffic aggregated, "
+            f"{r(d_share * 100, 0)} % as P/D"
+        )
+        if round(d_share, 3) != round(a_share, 3):
+            split = d_share > a_share
+            return split, f"{'disaggregate' if split else 'stay aggregated'}: {over}; {both}", doc
     if dis.cost <= agg_cost * (1 - margin):
         saved = r((1 - dis.cost / agg_cost) * 100, 1)
         return True, f"disaggregate: P/D costs {saved} % less per token (margin {int(margin * 100)} %); {both}", doc
