@@ -21,6 +21,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner impor
     search,
 )
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import latency as lt
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import queueing as qu
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
@@ -124,7 +125,7 @@ def _simulated_tpots(slots: int, out_mean: float, out_p95: float, lam: float | N
     finishes; else Poisson arrivals at ``lam`` into free slots. Output lengths log-normal through mean and p95. Seeded;
     the first requests are warm-up. Returns (sorted TPOTs, admissions a second)."""
     rnd = random.Random(5)
-    sigma = lt.lognormal_sigma(out_mean, out_p95)
+    sigma = qu.lognormal_sigma(out_mean, out_p95)
     mu = math.log(out_mean) - sigma * sigma / 2
 
     def length() -> int:
@@ -193,7 +194,7 @@ def test_tpot_p95_over_requests_matches_a_simulation(slots, out_mean, out_p95, l
         assert p95 > t_bar * 1.02
     # a binomial over independent steps (the planner's TPOT p95 before issue 27) is further off
     phi, steps = rate * t_bar, out_mean - 1
-    binomial = t_dec + min(1.0, phi + lt.Z95 * math.sqrt(phi * (1 - phi) / steps)) * extra
+    binomial = t_dec + min(1.0, phi + qu.Z95 * math.sqrt(phi * (1 - phi) / steps)) * extra
     assert abs(binomial - sim_p95) > abs(p95 - sim_p95)
 
 
@@ -252,8 +253,8 @@ def test_slot_queue_matches_a_simulation(lam, slots, hold, sigma):
 
 def test_slot_queue_pieces():
     # Erlang C: M/M/1 waits with probability rho; M/M/2 offered one Erlang waits with probability 1/3
-    assert lt.erlang_c(1, 0.6) == pytest.approx(0.6) and lt.erlang_c(2, 1.0) == pytest.approx(1 / 3)
-    assert lt.erlang_c(4, 0.0) == 0.0 and lt.erlang_c(4, 4.0) == 1.0
+    assert qu.erlang_c(1, 0.6) == pytest.approx(0.6) and qu.erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert qu.erlang_c(4, 0.0) == 0.0 and qu.erlang_c(4, 4.0) == 1.0
     # a queue offered more than its slots hold never empties; one that rarely fills adds nothing to TTFT p95
     assert not lt.slot_wait(1.0, 30, 31.0).stable and lt.slot_wait(1.0, 30, 31.0).p95 == math.inf
     assert lt.slot_wait(1.0, 64, 30.0).p95 == 0.0
@@ -283,15 +284,15 @@ def test_ttft_p95_with_the_slot_wait_is_the_p95_of_the_sum_and_counts_rare_waits
     replicas), and a wait that only 3 % of arrivals see still moves the p95 (its own p95 is 0: adding it would change
     nothing)."""
     p50, p95 = 0.4, 1.0
-    sigma = math.log(p95 / p50) / lt.Z95
+    sigma = math.log(p95 / p50) / qu.Z95
     for sw in (lt.slot_wait(1.0, 30, 24.5, 0.0), lt.slot_wait(0.9, 30, 30.0, 1.0), lt.slot_wait(1.0, 34, 24.5, 0.0)):
         x = lt.with_wait_p95(p50, p95, sw)
         # P(TTFT + W > x) = P(TTFT > x) + E[C exp(-(x - TTFT) rate); TTFT < x], over 4000 TTFT quantiles
-        grid = [p50 * math.exp(sigma * lt._NORMAL.inv_cdf((i + 0.5) / 4000)) for i in range(4000)]
+        grid = [p50 * math.exp(sigma * qu._NORMAL.inv_cdf((i + 0.5) / 4000)) for i in range(4000)]
         tail = sum(1.0 if t >= x else sw.prob * math.exp(-(x - t) * sw.rate) for t in grid) / 4000
         assert tail == pytest.approx(0.05, abs=0.002)
         union = min(
-            lt.lognormal_quantile(p50, p95, 1 - a) + sw.quantile(0.95 + a)
+            qu.lognormal_quantile(p50, p95, 1 - a) + sw.quantile(0.95 + a)
             for a in (0.05 * k / 16 for k in range(1, 16))
         )
         assert x < union
@@ -305,7 +306,7 @@ def test_ttft_p95_with_the_slot_wait_is_the_p95_of_the_sum_and_counts_rare_waits
 def test_lognormal_prompt_lengths_match_mean_and_p95():
     med, p95, pts = lt.prompt_points(800, 2000)
     assert p95 == 2000 and med < 800 < pts[-1]
-    s = lt.lognormal_sigma(800, 2000)
+    s = qu.lognormal_sigma(800, 2000)
     import math  # noqa: PLC0415
 
     mu = math.log(800) - s * s / 2
@@ -428,10 +429,10 @@ def test_a_kv_limited_batch_leaves_room_for_spread_lengths():
     spread = Run(dict(run.n, traffic=dict(same, prompt_tokens_p95=4 * same["prompt_tokens_mean"])))
     assert search._kv_sequences(const, mem) == at_mean
     b = search._kv_sequences(spread, mem)
-    sigma = lt.lognormal_sigma(same["prompt_tokens_mean"], 4 * same["prompt_tokens_mean"])
+    sigma = qu.lognormal_sigma(same["prompt_tokens_mean"], 4 * same["prompt_tokens_mean"])
     std = same["prompt_tokens_mean"] * math.sqrt(math.exp(sigma * sigma) - 1)
     mean = same["prompt_tokens_mean"] + same["output_tokens_mean"]
-    assert b < at_mean and b * mean + lt.Z95 * math.sqrt(b) * std <= at_mean * mean
+    assert b < at_mean and b * mean + qu.Z95 * math.sqrt(b) * std <= at_mean * mean
 
 
 def test_a_decode_pools_slot_wait_is_counted_in_ttft():

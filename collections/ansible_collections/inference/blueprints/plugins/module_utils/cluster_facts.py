@@ -809,7 +809,7 @@ def pack_pods(nodes, pods):
     unplaced = []
     for pod in sorted(pods, key=lambda p: (-int(p["gpus"]), -int(p.get("rdma") or 0), p["model"], p["role"])):
         left = int(pod["count"])
-        for _ in range(int(pod["count"])):
+        for _copy in range(int(pod["count"])):
             fits = [
                 n
                 for n in placed

@@ -17,15 +17,10 @@ from dataclasses import dataclass, replace
 from . import perf
 from . import sizing as sz
 from .engine import EngineCtx, peak_flops
-from .queueing import (  # noqa: F401 - re-exported: the latency model's callers and tests read them here
-    _NORMAL,
-    Z95,
+from .queueing import (
     SlotWait,
     StepMix,
-    erlang_c,
     lognormal_cv2,
-    lognormal_quantile,
-    lognormal_sigma,
     mg1_wait,
     prompt_points,
     slot_wait,
@@ -194,10 +189,10 @@ class EngineModel:
             self.d_qk, self.d_v = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"], mla["v_head_dim"]
             # the latent query (kv_lora_rank + rope) against the latent KV, then the latent output (kv_lora_rank)
             self.mla_attn_width = 2 * mla["kv_lora_rank"] + mla["qk_rope_head_dim"]
-            rows = [g for g in (self.gemms or []) if g[3].startswith("mla")]
-            self.mla_weight_bytes = sum(k * n * (2.0 if kind == "mla_bf16" else self.bpp) for _, k, n, kind, _ in rows)
-            self.mla_flops_tok = sum(2 * k * n for _, k, n, kind, _ in rows if kind == "mla")
-            self.mla_flops_tok_bf16 = sum(2 * k * n for _, k, n, kind, _ in rows if kind == "mla_bf16")
+            rows = [(g[1], g[2], g[3]) for g in (self.gemms or []) if g[3].startswith("mla")]  # (k, n, kind)
+            self.mla_weight_bytes = sum(k * n * (2.0 if kind == "mla_bf16" else self.bpp) for k, n, kind in rows)
+            self.mla_flops_tok = sum(2 * k * n for k, n, kind in rows if kind == "mla")
+            self.mla_flops_tok_bf16 = sum(2 * k * n for k, n, kind in rows if kind == "mla_bf16")
             self.mla_fit = self.eff.mla if rows else None
         else:
             self.d_qk = self.d_v = m["head_dim"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from . import calibration as calib
 from . import latency as lt
 from . import perf
+from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
 from .structs import Layout, Run, r
@@ -297,7 +298,7 @@ def _kv_sequences(run: Run, mem: dict) -> int:
     )
     if kv <= 0 or var <= 0:
         return kv
-    zs = lt.Z95 * math.sqrt(var)  # b x mean + zs x sqrt(b) <= kv x mean, a quadratic in sqrt(b)
+    zs = qu.Z95 * math.sqrt(var)  # b x mean + zs x sqrt(b) <= kv x mean, a quadratic in sqrt(b)
     root = (-zs + math.sqrt(zs * zs + 4 * mean * mean * kv)) / (2 * mean)
     return max(1, int(root * root + 1e-9))
 
@@ -528,7 +529,7 @@ def settle_decode(sz_: Sizer, cand: Candidate, prefill: Candidate, lam: float) -
             hi = mid
         else:
             lo = mid
-    best = min((c for c in {lo, hi} if c <= cand.batch), key=lambda c: max(at(c)))
+    best = min((c for c in (lo, hi) if c <= cand.batch), key=lambda c: max(at(c)))
     if max(at(best)) > 1.0 + 1e-9 or best >= cand.batch:
         return
     cand.batch, cand.limit = best, "ttft/tpot balance"
@@ -711,7 +712,7 @@ def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candid
 
     def ok(reps: int) -> bool:
         p = at(reps)
-        tail = lt.lognormal_quantile(p.ttft_p50, p.ttft_p95, 0.95 + (DECODE_SLOT_WAIT if dem.open else 0.0))
+        tail = qu.lognormal_quantile(p.ttft_p50, p.ttft_p95, 0.95 + (DECODE_SLOT_WAIT if dem.open else 0.0))
         return p.stable and p.rho <= dem.util and tail <= slo_ttft
 
     reps = _smallest(ok, 1, 256)
