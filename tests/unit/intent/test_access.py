@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import access
+from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as render_platform
 from ansible_collections.inference.blueprints.plugins.plugin_utils.access import rendered_stages
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,6 +108,24 @@ def test_every_rendered_object_is_covered_by_its_stage_by_name_with_our_verbs(ev
                 if not allows(roles[stage], access.group_of(w["apiVersion"]), access.plural(w["kind"]), "get",
                               w["name"], w.get("namespace")):  # fmt: skip
                     missing.append(f"{site}/{host} {stage}: wait on {w['kind']} {w['name']}")
+    assert not missing, "\n".join(missing)
+
+
+def test_teardown_may_read_and_delete_every_platform_object_it_removes(every_site):
+    """roles/deploy/tasks/platform_absent.yml removes the operands and operators of every component the site's
+    blueprint has (platform.available), deployed now or not (the network operator of a site whose traffic no
+    longer crosses nodes): its roles must let it read and delete each of them, or the teardown stops half-way
+    (seen with the RAG site, whose RDMA interconnect no longer installs the network operator)."""
+    missing = []
+    for site, host, intent, _rendered, roles in every_site:
+        for phase in ("operands", "operators"):
+            removed = render_platform.render_phase(intent, phase, intent["platform"]["available"], state="absent")
+            for obj in removed["objects"]:
+                meta = obj["metadata"]
+                group, res = access.group_of(obj["apiVersion"]), access.plural(obj["kind"])
+                for verb in ("get", "delete"):
+                    if not allows(roles["platform"], group, res, verb, meta["name"], meta.get("namespace")):
+                        missing.append(f"{site}/{host}: {verb} {res}.{group} {meta['name']}")
     assert not missing, "\n".join(missing)
 
 
