@@ -39,7 +39,16 @@ def _kubectl(cluster, *args):
     return proc.stdout
 
 
-def test_drift_reports_every_out_of_band_edit_and_fixes_it(cluster):
+@pytest.fixture
+def drift_namespace(cluster):
+    """The namespace the test applies the rag site's serving stage into, deleted after it: its service names a
+    Gateway this plane does not have, and KServe's controller re-reconciles such a service every 2 s (0.8 s of
+    CPU each) for as long as it exists, which slowed every later test of the session."""
+    yield NS
+    cluster.kubectl("delete", "namespace", NS, "--wait=false", "--ignore-not-found")
+
+
+def test_drift_reports_every_out_of_band_edit_and_fixes_it(cluster, drift_namespace):
     applied = run_playbook(
         PLAYBOOKS / "serving.yml", INVENTORIES / SITE, kubeconfig=cluster.kubeconfig, extravars=EXTRA
     )
