@@ -84,11 +84,26 @@ def model(intent: dict, name: str) -> dict:
     return next(m for m in intent["serving"]["models"] if m["name"] == name)
 
 
+CREATED: list[tuple[object, str]] = []  # (plane, namespace) of this test, deleted after it
+
+
+@pytest.fixture(autouse=True)
+def _delete_namespaces():
+    """Each test's namespaces go after it: the plane is the session's KServe plane, and KServe's controller keeps
+    re-reconciling a data-parallel service with pods (several times a minute, most of a second of CPU each) for
+    as long as it exists."""
+    yield
+    while CREATED:
+        cp, ns = CREATED.pop()
+        cp.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
+
+
 def create(cp, ns: str, svc: dict) -> None:
     """The rendered service, as is, in a namespace of its own."""
     svc = copy.deepcopy(svc)
     svc["metadata"]["namespace"] = ns
     cp.kubectl("create", "namespace", ns)
+    CREATED.append((cp, ns))
     res = cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(svc))
     assert res.returncode == 0, res.stderr
 
@@ -112,9 +127,9 @@ def lws_pods(pods: dict, role: str) -> tuple[dict, dict]:
 
 
 def test_every_rank_of_the_grid_flagship_runs_the_leaders_engine(kserve, grid):
-    """qwen-397b-a17b (TP=4, DP=2, dataLocal 1 on 4-GPU nodes): KServe's data-parallel preset makes a
-    LeaderWorkerSet of a leader and one worker pod; after the merge both ask for the plan's 4 GPUs and run
-    the same engine arguments, /dev/shm and memory."""
+    """qwen-397b-a17b (data-parallel ranks over more GPUs than a 4-GPU node holds): KServe's data-parallel
+    preset makes a LeaderWorkerSet of a leader and worker pods; after the merge both templates ask for the
+    plan's GPUs per pod and run the same engine arguments, /dev/shm and memory."""
     ns, name = "ranks-397b", "qwen-397b-a17b"
     m = model(grid, name)
     create(kserve, ns, service(grid, name))
