@@ -34,7 +34,8 @@ Fixtures
     Starts (once per ``name or profile``) and returns another instance, e.g.
     ``cluster_factory("sno-rtx-pro-6000")`` or two of one profile for multi-cluster
     blueprints: ``cluster_factory("h100-8x2-rdma", name="burst")``. All are stopped at the
-    end of the session. ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
+    end of the session, or by ``cluster_factory.release(name)`` when a module is done with
+    its own. ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
     ``kserve=True`` runs the real KServe LLMInferenceService controller in that instance
     (``cluster.kserve``; the simulator then leaves LLMInferenceService status to KServe);
     ``None`` follows the ``KCP_KSERVE`` environment variable (off unless set to 1).
@@ -71,6 +72,15 @@ def cluster_factory():
             raise ValueError(f"instance {key!r} already runs with kserve={cp.kserve_enabled}")
         return cp
 
+    def release(key: str) -> None:
+        """Stop the instance ``key`` (a name, or a profile) now: one that a single module or package uses
+        (an idle plane's kube-apiserver, controllers and node agent cost a few per cent of a core for the rest
+        of the session, about as much in all as starting it once more)."""
+        cp = instances.pop(key, None)
+        if cp is not None:
+            cp.stop()
+
+    factory.release = release
     yield factory
     for cp in instances.values():
         cp.stop()

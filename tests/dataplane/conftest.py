@@ -91,12 +91,14 @@ class RunningCluster:
         self.dynamic = dynamic.DynamicClient(self.api_client)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dp_cluster(cluster_factory, dataplane_binaries):
     """A control plane of the data-plane tests' own (no KServe controller: they create no
     LLMInferenceService): they put pools, objectives and pods in the examples' serving namespaces, which
     the integration tests converge on the session's shared ``cluster``. With DATAPLANE_CLUSTER_DIR set,
     the one ``make cluster-up`` started there (e.g. .cluster) instead."""
     if os.environ.get("DATAPLANE_CLUSTER_DIR"):
-        return RunningCluster(os.environ["DATAPLANE_CLUSTER_DIR"])
-    return cluster_factory("h100-8x2-rdma", name="dataplane", kserve=False)
+        yield RunningCluster(os.environ["DATAPLANE_CLUSTER_DIR"])
+        return
+    yield cluster_factory("h100-8x2-rdma", name="dataplane", kserve=False)
+    cluster_factory.release("dataplane")  # the package's own plane, stopped when its tests are done

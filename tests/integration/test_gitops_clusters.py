@@ -120,11 +120,19 @@ class ArgoCD:
 
 
 @pytest.fixture(scope="module")
-def synced(cluster_factory, tmp_path_factory):
+def gitops_planes(cluster_factory):
+    """The two clusters' planes, this module's own: stopped after it."""
+    yield {SOV: cluster_factory(name="gitops-onprem"), BURST: cluster_factory(name="gitops-burst")}
+    cluster_factory.release("gitops-onprem")
+    cluster_factory.release("gitops-burst")
+
+
+@pytest.fixture(scope="module")
+def synced(gitops_planes, tmp_path_factory):
     repo = tmp_path_factory.mktemp("llm-sites")
     intents = cli.site_intents(str(SITE), None, {**GITOPS, "render_dir": str(repo)})
     gitops.write(str(repo), gitops.site_tree(intents))
-    planes = {SOV: cluster_factory(name="gitops-onprem"), BURST: cluster_factory(name="gitops-burst")}
+    planes = gitops_planes
     argo = {}
     for host, plane in planes.items():
         ns = intents[host]["gitops"]["argocd_namespace"]

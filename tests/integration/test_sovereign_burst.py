@@ -145,8 +145,10 @@ def test_the_api_server_refuses_moving_the_on_prem_backend(cluster, front_door):
 def kserve_plane(cluster, cluster_factory):
     """The session's plane when it runs the real KServe controller, else a plane of its own that does."""
     if cluster.kserve_enabled:
-        return cluster
-    return cluster_factory(cluster.profile_name, name="sovereign-burst-kserve", kserve=True)
+        yield cluster
+        return
+    yield cluster_factory(cluster.profile_name, name="sovereign-burst-kserve", kserve=True)
+    cluster_factory.release("sovereign-burst-kserve")  # this module's own
 
 
 def _get(plane, *args) -> dict | None:

@@ -133,6 +133,7 @@ def site(cluster_factory, tmp_path_factory):
             state["player"].stop_flag.set()
             state["player"].join(timeout=10)
         fleet.stop()
+        cluster_factory.release("canary-no-kserve")  # this module's own plane
 
 
 @pytest.fixture
