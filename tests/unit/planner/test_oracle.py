@@ -42,7 +42,6 @@ _BLOCK_FP8_DECODE = (
 )
 XFAIL_SLO: dict = {
     "30b-l40s-chat": _L40S_EP,
-    "32b-h100x16-pd-long": _BLOCK_FP8_DECODE.format(9),
     "32b-h100-chat": _BLOCK_FP8_DECODE.format(12),
 }
 # goal 3: the planner's GPUs > 1.1 x aiconfigurator's best
