@@ -79,12 +79,24 @@ def _play_vars(playbook: Path) -> dict:
     return out
 
 
+def _playbook_source(playbook: str) -> Path:
+    """The file that holds a job template's playbook: the project's top-level playbooks are wrappers that import
+    the collection's playbook of the same name (``inference.blueprints.<name>``); the collection's file then."""
+    path = ROOT / playbook
+    plays = yaml.safe_load(path.read_text()) or []
+    imported = [p.get("ansible.builtin.import_playbook") for p in plays if isinstance(p, dict)]
+    if len(plays) == 1 and imported[0] and imported[0].startswith("inference.blueprints."):
+        name = imported[0].rsplit(".", 1)[1]
+        return ROOT / "collections/ansible_collections/inference/blueprints/playbooks" / f"{name}.yml"
+    return path
+
+
 def _field_for(template: dict, variable: str) -> tuple[str, Field]:
     """Where the product defines ``variable`` for this template, as a Field."""
     known = inventory.all_variables()
     if variable in known:
         return "site or role variable", known[variable]
-    play_vars = _play_vars(ROOT / template["playbook"])
+    play_vars = _play_vars(_playbook_source(template["playbook"]))
     if variable in play_vars:
         default = play_vars[variable]
         kind = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default), "raw")
@@ -118,7 +130,7 @@ def test_survey_variable_is_one_the_product_reads_with_a_compatible_type(templat
         assert set(awx._choices(question)) <= {str(c) for c in fld.choices}
     if where.startswith("variable of") and fld.type == "bool":
         # a playbook variable answered with "true"/"false" must be read through | bool
-        uses = re.findall(rf"{question['variable']}\s*\|\s*bool", (ROOT / template["playbook"]).read_text())
+        uses = re.findall(rf"{question['variable']}\s*\|\s*bool", _playbook_source(template["playbook"]).read_text())
         assert uses, f"{template['playbook']} reads {question['variable']} without | bool"
     if fld.minimum is not None and question.get("min") is not None:
         assert float(question["min"]) >= fld.minimum

@@ -66,7 +66,7 @@ def test_antsibull_docs_finds_nothing_in_the_plugin_docs(tmp_path):
 @pytest.mark.parametrize(
     ("module", "old", "new", "expect"),
     [
-        ("k8s_apply", "O(ownership.value)", "O(ownership.valeu)", "valeu"),
+        ("k8s_apply", "O(field_manager)", "O(field_manger)", "field_manger"),
         ("k8s_wait", "type: list", "type: lst", "k8s_wait.py:0:0: 1 validation error"),
     ],
 )

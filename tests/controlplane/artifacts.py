@@ -58,6 +58,13 @@ def _post(api, path: str, body: dict) -> None:
             raise
 
 
+def adopted(intents) -> list[str]:
+    """The site's ``adopt`` entries for what ``stage`` creates before its first converge: the serving namespace
+    that holds the staged claims exists, not created by the site, so the site must say it takes it over (as a
+    site whose storage team stages its weights does)."""
+    return sorted({f"Namespace/{ns}" for intent in intents for ns, _claim in claims(intent)})
+
+
 def stage(api, intent: dict, timeout: float = 120) -> list[str]:
     """Create the Bound claims of one cluster's pvc:// artifacts; returns ``namespace/claim`` of each."""
     from simulator.kube import request

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from controlplane import kserve_controller  # noqa: E402
+from controlplane import kserve_controller, webhooks  # noqa: E402
 from controlplane.procutil import die_with_parent, free_port  # noqa: E402
 
 BIN = Path(os.environ.get("DATAPLANE_BIN", ROOT / ".cache" / "bin"))
@@ -421,7 +421,12 @@ class DataPlane:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": ep.pod, "namespace": self.namespace, "labels": self._role_labels(ep.role)},
-            "spec": {"containers": [{"name": "main", "image": "llm-d-inference-sim"}]},
+            # no scheduler binds it (a scheduler of that name does not run) and so no node agent (kwok) takes it
+            # over: the test itself reports it Running at the loopback address its engine listens on
+            "spec": {
+                "schedulerName": "played-by-the-data-plane-test",
+                "containers": [{"name": "main", "image": "llm-d-inference-sim"}],
+            },
         }
         core.create_namespaced_pod(self.namespace, body)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -535,7 +540,7 @@ class DataPlane:
 
     def _start_epp(self) -> None:
         self.grpc_port, self.health_port, self.metrics_port = free_port(), free_port(), free_port()
-        kserve_controller.issue_serving_cert(Path(self.cluster.workdir) / "pki", self.workdir / "tls")
+        webhooks.issue_serving_cert(Path(self.cluster.workdir) / "pki", self.workdir / "tls")
         self.ca_pem = (Path(self.cluster.workdir) / "pki" / "ca.crt").read_bytes()
         self.epp = _spawn("epp", self.epp_argv(), self.workdir, {"KUBECONFIG": self.cluster.kubeconfig})
         self.procs.append(self.epp)

@@ -27,6 +27,14 @@ SITES = ("example-chat", "example-rag", "example-batch", "example-ai-grid", "exa
 MODELS = [(site, host, m, objs) for site in SITES for host, m, objs in routed_models(site)]
 IDS = [f"{site}/{host}/{m['name']}" for site, host, m, _ in MODELS]
 ENGINES = 4
+
+
+def roles(model: dict) -> dict:
+    """The endpoints a model's pool has: aggregated engines, or for a P/D plan (the chat example, the grid's 27B)
+    prefill engines beside its decode engines, which the router's decode profile scores by prefix."""
+    return {"prefill": 2, "decode": ENGINES} if model["disaggregated"] else {"both": ENGINES}
+
+
 FAST_ENGINE = ["--time-to-first-token", "20ms", "--inter-token-latency", "2ms", "--max-num-seqs", "16"]
 AFFINITY_MIN = 0.8  # rendered config: at least this share of follow-ups on the holding endpoint
 RANDOM_MAX = 0.5  # a random picker over 4 endpoints lands ~25 % there
@@ -89,7 +97,7 @@ def _run(dp: DataPlane, objectives: list[str]) -> dict:
 def routed(request, dp_cluster, tmp_path_factory):
     site, host, model, objects = MODELS[request.param]
     work = tmp_path_factory.mktemp(f"dp-{model['name']}")
-    with DataPlane(dp_cluster, work, model, objects, {"both": ENGINES}, sim_args=FAST_ENGINE) as dp:
+    with DataPlane(dp_cluster, work, model, objects, roles(model), sim_args=FAST_ENGINE) as dp:
         figures = _run(dp, [o["name"] for o in model["scheduler"]["objectives"]])
         figures["namespace"] = dp.namespace
     return site, host, model, objects, figures
@@ -100,7 +108,7 @@ def random_share(dp_cluster, tmp_path_factory):
     site, host, model, objects = MODELS[0]
     work = tmp_path_factory.mktemp("dp-random")
     cfg = random_picker(model["scheduler"]["config"])
-    with DataPlane(dp_cluster, work, model, objects, {"both": ENGINES}, config=cfg, sim_args=FAST_ENGINE) as dp:
+    with DataPlane(dp_cluster, work, model, objects, roles(model), config=cfg, sim_args=FAST_ENGINE) as dp:
         return asyncio.run(prefix_affinity(dp))["share"]
 
 
@@ -121,7 +129,7 @@ def test_affinity_needs_the_prefix_scorer(dp_cluster, tmp_path_factory):
     site, host, model, objects = MODELS[0]
     cfg = remove_prefix_scorer(model["scheduler"]["config"])
     work = tmp_path_factory.mktemp("dp-noprefix")
-    with DataPlane(dp_cluster, work, model, objects, {"both": ENGINES}, config=cfg, sim_args=FAST_ENGINE) as dp:
+    with DataPlane(dp_cluster, work, model, objects, roles(model), config=cfg, sim_args=FAST_ENGINE) as dp:
         share = asyncio.run(prefix_affinity(dp))["share"]
     assert share < AFFINITY_MIN, f"{share:.0%} stayed on the holder without the prefix scorer"
 

@@ -27,12 +27,16 @@ SITE = "example-ai-grid"
 PROFILE = "grid-h100"
 
 
+ADOPT = artifacts.adopted(cli.site_intents(str(INVENTORIES / SITE), None).values())
+
+
 def _converge(cluster, tmp_path, **extra):
     return run_playbook(
         PLAYBOOKS / "site.yml",
         INVENTORIES / SITE,
         kubeconfig=cluster.kubeconfig,
-        extravars={"report_dir": str(tmp_path / "reports"), **extra},
+        # the namespace of the staged pvc:// weights exists before the first converge: the site adopts it
+        extravars={"report_dir": str(tmp_path / "reports"), "adopt": ADOPT, **extra},
     )
 
 

@@ -88,7 +88,11 @@ def site(request, tmp_path_factory) -> Site:
             PLAYBOOKS / "site.yml",
             inventory,
             kubeconfig=kubeconfig,
-            extravars={"report_dir": str(tmp / "reports"), "model_service_wait_timeout": WAIT_SECONDS},
+            extravars={
+                "report_dir": str(tmp / "reports"),
+                "model_service_wait_timeout": WAIT_SECONDS,
+                "adopt": artifacts.adopted(intents.values()),  # the staged weights' namespace exists already
+            },
         )
         yield Site(name, planes, intents, run)
     finally:

@@ -114,11 +114,13 @@ def test_verify_reports_where_the_flagships_ranks_run(plane):
     out = k8s_endpoints.run(params, env={})
     assert not out.get("failed"), out
     ((pool,),) = [e["pools"] for e in out["placement"]]
-    assert (pool["pods"], pool["bound"], pool["gpus"], pool["rdma"]) == (2, 2, 8, 2)
+    per_pod = w["gpus_per_replica"] // w["pods_per_replica"]  # one engine here: its leader and worker
+    planned = w["planned_replicas"] * w["pods_per_replica"]  # autoscaled: fewer than planned is not a problem
+    assert (pool["pods"], pool["bound"], pool["gpus"], pool["rdma"]) == (2, 2, 2 * per_pod, 2)
     assert [n["node"] for n in pool["nodes"]] == [a, b]
     assert out["placement_lines"] == [
-        f"qwen-397b-a17b: serve 2 of 2 pod(s) bound (2 planned, autoscaled; 4 GPUs + 1 RDMA each): "
-        f"{a}: 1 (4 GPUs, 1 RDMA), {b}: 1 (4 GPUs, 1 RDMA)"
+        f"qwen-397b-a17b: serve 2 of 2 pod(s) bound ({planned} planned, autoscaled; {per_pod} GPUs + 1 RDMA each): "
+        f"{a}: 1 ({per_pod} GPUs, 1 RDMA), {b}: 1 ({per_pod} GPUs, 1 RDMA)"
     ]
     assert "serving pods bound to nodes: 2, placement problems: 0" in out["msg"]
 
@@ -133,5 +135,5 @@ def test_verify_reports_where_the_flagships_ranks_run(plane):
     out = k8s_endpoints.run(params, env={})
     assert out["failed"] and out["msg"].startswith("the serving pods are not placed as planned: "), out
     assert "qwen-397b-a17b serve: 1 pod(s) bound to no node: flagship-0-1" in out["msg"]
-    assert "pod flagship-0-1 asks for 0 GPUs, the plan 4" in out["msg"]
+    assert f"pod flagship-0-1 asks for 0 GPUs, the plan {per_pod}" in out["msg"]
     assert not k8s_endpoints.run({**params, "placement_enforce": False}, env={}).get("failed")

@@ -36,9 +36,7 @@ def rendered_stages(intent: dict, stages) -> dict:
         # teardown removes the operands of every component the blueprint has (platform.available, as
         # roles/deploy/tasks/platform_absent.yml does), deployed now or not: a component turned off since an
         # earlier converge (the network operator once no traffic crosses nodes) may still have objects there
-        removal = [
-            render_platform.render_phase(v, "all", v["platform"]["available"], state="absent") for v in variants
-        ]
+        removal = [render_platform.render_phase(v, "all", v["platform"]["available"], state="absent") for v in variants]
         out["platform"] = {
             "objects": _union(p["objects"] for p in present),
             "waits": _union(p["waits"] for p in present),

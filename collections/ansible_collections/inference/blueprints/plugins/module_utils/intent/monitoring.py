@@ -182,7 +182,9 @@ def metrics_reader(site: dict, models: list[dict]) -> dict | None:
         "owner": owner,
         "service_account": sa,
         "token_secret": f"{sa}-token",
-        "cluster_role": METRICS_READER_ROLE,
+        # per serving namespace, like its binding: two sites on one cluster each own theirs (one shared name made
+        # the second site's converge stop on the first one's ClusterRole, and its teardown would delete it)
+        "cluster_role": f"{METRICS_READER_ROLE}-{site['serving_namespace']}",
         "cluster_role_binding": f"{METRICS_READER_ROLE}-{site['serving_namespace']}",
         "epp": any(m["scheduler"] for m in models),
     }
