@@ -70,6 +70,8 @@ def _pod(name: str, w: dict, spec: dict, annotations: dict, node: str | None) ->
         c["image"] = IMAGE  # the preset's image in a real cluster: KServe merges it in
     if node:
         spec["nodeName"] = node
+    else:  # left unbound, as a pod no node fits stays: kube-scheduler runs here and would bind it otherwise
+        spec["schedulerName"] = "none-runs-here"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
