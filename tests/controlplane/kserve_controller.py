@@ -66,6 +66,37 @@ DEFAULT_ENABLED = True
 NAMESPACE = "redhat-ods-applications"
 INGRESS_GATEWAY = "openshift-ingress/openshift-ai-inference"
 
+
+def ingress_gateway() -> list[dict]:
+    """The platform's Gateway that KServe's inferenceservice-config names (kserveIngressGateway), as the
+    openshift_ai role creates it: GatewayClass openshift-default of the OpenShift ingress operator's
+    openshift.io/gateway-controller/v1 (red-hat-data-services ods-ci, configure_gateway.sh)."""
+    ns, name = INGRESS_GATEWAY.split("/")
+    return [
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "openshift-default"},
+            "spec": {"controllerName": "openshift.io/gateway-controller/v1"},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"serving.kserve.io/gateway": "kserve-ingress-gateway"},
+            },
+            "spec": {
+                "gatewayClassName": "openshift-default",
+                "listeners": [
+                    {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
+                ],
+            },
+        },
+    ]
+
+
 # Paths inside the KServe module (kserve v0.20.0).
 CONFIGMAP_FILE = "config/configmap/inferenceservice.yaml"
 WEBHOOKS_FILE = "config/webhook/llmisvc/manifests.yaml"

@@ -156,34 +156,7 @@ def script(c: dict) -> str:
 @pytest.fixture(scope="module")
 def kcluster(cluster_factory):
     cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True)
-    # The platform's Gateway, as the openshift_ai role creates it and that KServe's
-    # inferenceservice-config names (kserveIngressGateway): GatewayClass openshift-default of
-    # the OpenShift ingress operator's openshift.io/gateway-controller/v1 (red-hat-data-services
-    # ods-ci, ods_ci/tasks/Resources/Gateway/configure_gateway.sh).
-    res = apply(
-        cp,
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "GatewayClass",
-            "metadata": {"name": "openshift-default"},
-            "spec": {"controllerName": "openshift.io/gateway-controller/v1"},
-        },
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "Gateway",
-            "metadata": {
-                "name": GW_NAME,
-                "namespace": GW_NS,
-                "labels": {"serving.kserve.io/gateway": "kserve-ingress-gateway"},
-            },
-            "spec": {
-                "gatewayClassName": "openshift-default",
-                "listeners": [
-                    {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
-                ],
-            },
-        },
-    )
+    res = apply(cp, *kserve_controller.ingress_gateway())  # the platform's Gateway KServe's config names
     assert res.returncode == 0, res.stderr
     return cp
 

@@ -42,29 +42,7 @@ GW_NS, GW_NAME = kserve_controller.INGRESS_GATEWAY.split("/")
 def kserve(cluster_factory):
     # the same instance as tests/controlplane/test_kserve_controller.py (one KServe plane per session)
     cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True)
-    gateway = [
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "GatewayClass",
-            "metadata": {"name": "openshift-default"},
-            "spec": {"controllerName": "openshift.io/gateway-controller/v1"},
-        },
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "Gateway",
-            "metadata": {
-                "name": GW_NAME,
-                "namespace": GW_NS,
-                "labels": {"serving.kserve.io/gateway": "kserve-ingress-gateway"},
-            },
-            "spec": {
-                "gatewayClassName": "openshift-default",
-                "listeners": [
-                    {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
-                ],
-            },
-        },
-    ]
+    gateway = kserve_controller.ingress_gateway()
     res = cp.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in gateway))
     assert res.returncode == 0, res.stderr
     return cp
