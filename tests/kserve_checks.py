@@ -338,9 +338,20 @@ def check_intent(dyn, intent: dict) -> list[str]:
     return problems
 
 
+def host_clients(kubeconfig: str, hosts) -> dict:
+    """{host: API client}: a multi-cluster site (molecule's CLUSTER_CONTEXTS) has one kubeconfig context per host,
+    named after it; each host is read on its own cluster, the others on the current context."""
+    from kubernetes import config
+
+    contexts = {c["name"] for c in config.list_kube_config_contexts(config_file=kubeconfig)[0]}
+    return {
+        h: config.new_client_from_config(config_file=kubeconfig, context=h if h in contexts else None) for h in hosts
+    }
+
+
 def main(argv=None) -> int:
     from ansible_collections.inference.blueprints.plugins.module_utils import cli
-    from kubernetes import config, dynamic
+    from kubernetes import dynamic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--site", required=True)
@@ -348,14 +359,8 @@ def main(argv=None) -> int:
     ap.add_argument("-e", "--extra-vars", action="append", default=[])
     a = ap.parse_args(argv)
     intents = cli.site_intents(a.site, None, cli._parse_extra_vars(a.extra_vars))
-    # a multi-cluster site (molecule's sovereign_burst) has one context per host, named after it: each host
-    # is checked on its own cluster, the others on the current context
-    contexts = {c["name"] for c in config.list_kube_config_contexts(config_file=a.kubeconfig)[0]}
-    report = {}
-    for host, intent in intents.items():
-        ctx = host if host in contexts else None
-        dyn = dynamic.DynamicClient(config.new_client_from_config(config_file=a.kubeconfig, context=ctx))
-        report[host] = check_intent(dyn, intent)
+    clients = host_clients(a.kubeconfig, intents)
+    report = {host: check_intent(dynamic.DynamicClient(clients[host]), intent) for host, intent in intents.items()}
     print(json.dumps(report, indent=2))
     return 1 if any(report.values()) else 0
 

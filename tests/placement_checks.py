@@ -461,7 +461,8 @@ def check(snap: Snapshot, intent: dict, which: tuple[str, ...] = CHECKS) -> dict
 
 def main(argv=None) -> int:
     from ansible_collections.inference.blueprints.plugins.module_utils import cli
-    from kubernetes import config
+
+    from tests.kserve_checks import host_clients
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--site", required=True)
@@ -469,12 +470,8 @@ def main(argv=None) -> int:
     ap.add_argument("-e", "--extra-vars", action="append", default=[])
     a = ap.parse_args(argv)
     intents = cli.site_intents(a.site, None, cli._parse_extra_vars(a.extra_vars))
-    # several clusters (molecule's CLUSTER_CONTEXTS): each host on the kubeconfig context of its name
-    contexts = {c["name"] for c in config.list_kube_config_contexts(config_file=a.kubeconfig)[0]}
-    report = {}
-    for host, intent in intents.items():
-        api = config.new_client_from_config(config_file=a.kubeconfig, context=host if host in contexts else None)
-        report[host] = check(Snapshot.read(api), intent)
+    clients = host_clients(a.kubeconfig, intents)
+    report = {host: check(Snapshot.read(clients[host]), intent) for host, intent in intents.items()}
     print(json.dumps(report, indent=2))
     return 1 if any(p for r in report.values() for p in r.values()) else 0
 
