@@ -53,7 +53,30 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from controlplane import cluster as _cluster  # noqa: E402
 from controlplane.cluster import DEFAULT_PROFILE, ControlPlane  # noqa: E402
+
+_DEATHS_SEEN = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_DEATHS_SEEN] = len(_cluster.DEATHS)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails while a control plane it used had died says so first: a dropped connection
+    ("Remote end closed connection") alone does not tell a crashed kube-apiserver from a refused request."""
+    seen = item.stash.get(_DEATHS_SEEN, len(_cluster.DEATHS))
+    outcome = yield
+    report = outcome.get_result()
+    deaths = _cluster.dead_since(seen)
+    if report.failed and deaths:
+        report.sections.append(("control planes that died", "\n\n".join(deaths)))
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            crash.message = deaths[0].splitlines()[0] + " | " + crash.message
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,16 @@ def _read_whole_json(path: Path, timeout: float = 10) -> dict:
 
 
 _CLIENT_LOCK = threading.RLock()  # kubeconfig loads and the shared client (see new_api_client)
+# Instances whose kcp had exited on its own when they were stopped: what it said last (its work directory goes
+# with the stop). A test that fails on a dropped connection then names the cause (tests/conftest.py).
+DEATHS: list[str] = []
+LIVE: weakref.WeakSet = weakref.WeakSet()  # instances started and not stopped
+
+
+def dead_since(seen: int) -> list[str]:
+    """Deaths recorded after the first ``seen``, and those of instances still held whose kcp has exited."""
+    return DEATHS[seen:] + [cp.death() for cp in list(LIVE) if cp.proc and cp.proc.poll() is not None]
+
 
 HERE = Path(__file__).resolve().parent
 # A run that starts a detached plane (molecule scenarios, from mk/molecule.mk) names itself here; the
@@ -254,6 +265,7 @@ class ControlPlane:
                 raise ControlPlaneError(str(e)) from e
             raise
         self.ready_seconds = time.monotonic() - t0
+        LIVE.add(self)
         return self
 
     def _start_components(self, t0: float, timeout: float) -> None:
@@ -278,6 +290,16 @@ class ControlPlane:
             for f in [pool.submit(ready, k) for k in parts]:
                 f.result()
 
+    def death(self) -> str:
+        """What kcp said before it exited on its own: its first lines name the child that stopped it."""
+        log = self.workdir / "kcp.log"
+        kcp = log.read_text(errors="replace").splitlines() if log.exists() else []
+        why = next((line.split("kcp: ", 1)[-1] for line in reversed(kcp) if "kcp: error" in line), "no reason logged")
+        return (
+            f"control plane {self.profile_name} had died, kcp exited with {self.proc.returncode if self.proc else '?'} "
+            f"({why}; {self.workdir.name})\n" + self._log_tail(15)
+        )
+
     def _log_tail(self, n: int = 40) -> str:
         lines = []
         for name in (
@@ -301,6 +323,9 @@ class ControlPlane:
         self.simulator = Simulator(self.new_api_client(), delay=self.sim_delay).start()
 
     def stop(self) -> None:
+        LIVE.discard(self)
+        if self.proc and self.proc.poll() is not None:
+            DEATHS.append(self.death())
         if self.simulator:
             self.simulator.stop()
             self.simulator = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -426,6 +427,24 @@ def test_missing_binary_fails_loudly(tmp_path):
 
     with pytest.raises(ControlPlaneError, match="make controlplane"):
         ControlPlane(binary=tmp_path / "nope").start()
+
+
+def test_a_plane_whose_component_died_says_which_when_stopped():
+    """kcp stops the whole plane when one of its children exits; the record a failing test then shows
+    (tests/conftest.py) names that child, not only the dropped connection the test saw."""
+    from controlplane import cluster as cl
+
+    cp = ControlPlane("sno-rtx-pro-6000", kserve=False, simulate=False).start()
+    try:
+        scheduler = next(p for p in _descendants(cp.pid) if "scheduler" in Path(f"/proc/{p}/cmdline").read_text())
+        os.kill(scheduler, signal.SIGKILL)
+        cp.proc.wait(timeout=30)
+        assert cl.dead_since(len(cl.DEATHS)), "a held instance whose kcp exited is reported before its stop"
+    finally:
+        seen = len(cl.DEATHS)
+        cp.stop()
+    assert len(cl.DEATHS) == seen + 1
+    assert "kcp exited with 1 (error: scheduler exited" in cl.DEATHS[-1].splitlines()[0], cl.DEATHS[-1]
 
 
 def test_cluster_up_and_down_leave_no_process(tmp_path):
