@@ -83,24 +83,6 @@ DEATHS: list[str] = []
 LIVE: weakref.WeakSet = weakref.WeakSet()  # instances started and not stopped
 
 
-def _resend_on_closed_connection():
-    """urllib3's default retries (3), where a kept-alive connection that the API server closed as a request went out
-    ("Remote end closed connection without response": the server idles connections out after 90 s) is resent like a
-    connection that was refused, whatever the method; urllib3 resends only idempotent ones. A server that died is
-    refused on the resend and the test fails as before, naming the plane (tests/conftest.py)."""
-    from http.client import RemoteDisconnected
-
-    from urllib3.exceptions import ProtocolError
-    from urllib3.util.retry import Retry
-
-    class Resend(Retry):
-        def _is_connection_error(self, err: Exception) -> bool:
-            closed = isinstance(err, ProtocolError) and any(isinstance(a, RemoteDisconnected) for a in err.args)
-            return closed or super()._is_connection_error(err)
-
-    return Resend(total=3)
-
-
 def dead_since(seen: int) -> list[str]:
     """Deaths recorded after the first ``seen``, and those of instances still held whose kcp has exited."""
     return DEATHS[seen:] + [cp.death() for cp in list(LIVE) if cp.proc and cp.proc.poll() is not None]
@@ -394,13 +376,14 @@ class ControlPlane:
         Loads are serialised: the kubernetes client names its certificate temp file (kept per
         content) before it writes it, so a second thread loading the same kubeconfig meanwhile gets
         an empty file ("[SSL] PEM lib", seen in CI when seeding threads built their first client)."""
+        from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client
         from kubernetes import client, config
 
         cfg = client.Configuration()
         with _CLIENT_LOCK:
             config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = pool
-        cfg.retries = _resend_on_closed_connection()
+        cfg.retries = k8s_client.closed_connection_retries()  # as the collection's own client does
         return client.ApiClient(cfg)
 
     @property

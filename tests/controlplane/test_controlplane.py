@@ -447,39 +447,6 @@ def test_a_plane_whose_component_died_says_which_when_stopped():
     assert "kcp exited with 1 (error: scheduler exited" in cl.DEATHS[-1].splitlines()[0], cl.DEATHS[-1]
 
 
-def test_a_post_on_a_connection_the_server_closed_is_resent():
-    """The harness's API clients resend a request the server closed the connection on without answering (an
-    idled-out keep-alive connection; urllib3 alone raises ProtocolError for a POST, as CI saw once)."""
-    import socket
-    import threading
-
-    import urllib3
-
-    from controlplane.cluster import _resend_on_closed_connection
-
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-
-    def serve() -> None:
-        first, _ = srv.accept()
-        first.recv(65536)
-        first.close()  # read, no answer
-        second, _ = srv.accept()
-        second.recv(65536)
-        second.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
-        second.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.getsockname()[1]}/api/v1/namespaces"
-    try:
-        assert (
-            urllib3.PoolManager(retries=_resend_on_closed_connection()).request("POST", url, body=b"{}").status == 201
-        )
-    finally:
-        srv.close()
-
-
 def test_cluster_up_and_down_leave_no_process(tmp_path):
     """What `make cluster-up` / `make cluster-down` run, on a scratch directory."""
     script = str(HERE / "cluster.py")

@@ -442,6 +442,33 @@ def test_throttled_requests_are_retried_after_the_servers_delay(tmp_path, monkey
     assert slept == [2.0, 2.0]
 
 
+def test_a_post_on_a_connection_the_server_closed_is_resent():
+    """A request the server closed its kept-alive connection on without answering is sent again, a POST too
+    (urllib3 alone raises ProtocolError for it: a create after a wait past the server's idle timeout)."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve() -> None:
+        first, _ = srv.accept()
+        first.recv(65536)
+        first.close()  # read, no answer
+        second, _ = srv.accept()
+        second.recv(65536)
+        second.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+        second.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/api/v1/namespaces"
+    try:
+        assert kc.Configuration().pool_manager().request("POST", url, body=b"{}").status == 201
+    finally:
+        srv.close()
+
+
 def test_throttling_that_does_not_end_is_a_clear_error(tmp_path, monkeypatch):
     throttled = _Resp(
         429, {"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}, {"Retry-After": "1"}

@@ -206,6 +206,24 @@ def retry_delay(attempt, retry_after=None):
     return min(0.5 * (2**attempt), 8.0) * (0.75 + random.random() / 2)  # noqa: S311 - jitter, not crypto
 
 
+def closed_connection_retries():
+    """urllib3's retries (3 in all), where a request sent on a kept-alive connection that the API server, or a load
+    balancer in front of it, had already closed and that got no answer ("Remote end closed connection without
+    response") is sent again like a refused connection, whatever its method. urllib3 alone resends only idempotent
+    methods: a create after a wait longer than the server's idle timeout (90 s for kube-apiserver) would fail the
+    run. A server that is down is refused on the resend, and the error says so as before."""
+    from http.client import RemoteDisconnected
+
+    class _Resend(urllib3.util.retry.Retry):
+        def _is_connection_error(self, err):
+            closed = isinstance(err, urllib3.exceptions.ProtocolError) and any(
+                isinstance(arg, RemoteDisconnected) for arg in err.args
+            )
+            return closed or super()._is_connection_error(err)
+
+    return _Resend(total=3)
+
+
 def retryable(status, headers):
     """Whether an answer means "try again later": 429, or a 5xx that says when (Retry-After)."""
     if status == 429:
@@ -543,6 +561,7 @@ class Configuration:
             "num_pools": 4,
             "maxsize": self.connection_pool_maxsize,
             "cert_reqs": "CERT_REQUIRED" if self.verify_ssl else "CERT_NONE",
+            "retries": closed_connection_retries(),
         }
         if self.verify_ssl:
             if self.ssl_ca_cert:
