@@ -442,7 +442,18 @@ def test_throttled_requests_are_retried_after_the_servers_delay(tmp_path, monkey
     assert slept == [2.0, 2.0]
 
 
-def test_a_post_on_a_connection_the_server_closed_is_resent():
+def _own_pool(tmp_path):
+    return kc.Configuration().pool_manager()
+
+
+def _kubernetes_package_pool(tmp_path):  # exec plugins, auth providers: the kubernetes package's Configuration
+    from kubernetes import client as k8s
+
+    return kc.Client(k8s.Configuration(), {"INFERENCE_BLUEPRINTS_CACHE_DIR": str(tmp_path)})._http
+
+
+@pytest.mark.parametrize("pool", [_own_pool, _kubernetes_package_pool])
+def test_a_post_on_a_connection_the_server_closed_is_resent(pool, tmp_path):
     """A request the server closed its kept-alive connection on without answering is sent again, a POST too
     (urllib3 alone raises ProtocolError for it: a create after a wait past the server's idle timeout)."""
     import socket
@@ -464,7 +475,7 @@ def test_a_post_on_a_connection_the_server_closed_is_resent():
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/api/v1/namespaces"
     try:
-        assert kc.Configuration().pool_manager().request("POST", url, body=b"{}").status == 201
+        assert pool(tmp_path).request("POST", url, body=b"{}").status == 201
     finally:
         srv.close()
 

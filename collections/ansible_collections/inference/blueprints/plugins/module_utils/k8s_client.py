@@ -820,6 +820,8 @@ class Client:
         else:  # the kubernetes package's Configuration (exec plugins, auth providers, ...)
             from kubernetes.client import rest as k8s_rest
 
+            if getattr(configuration, "retries", None) is None:
+                configuration.retries = closed_connection_retries()
             self._http = k8s_rest.RESTClientObject(configuration).pool_manager
         self._trace_path = env.get(ENV_TRACE)
         self._trace_lock = threading.Lock()
