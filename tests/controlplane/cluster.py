@@ -323,9 +323,9 @@ class ControlPlane:
         self.simulator = Simulator(self.new_api_client(), delay=self.sim_delay).start()
 
     def stop(self) -> None:
-        LIVE.discard(self)
-        if self.proc and self.proc.poll() is not None:
+        if self in LIVE and self.proc.poll() is not None:  # once: a second stop finds it gone from LIVE
             DEATHS.append(self.death())
+        LIVE.discard(self)
         if self.simulator:
             self.simulator.stop()
             self.simulator = None
