@@ -82,6 +82,37 @@ def test_collectives_follow_the_layout():
     assert wide.stage(32, 0, 900)["ep_exchange"] > moe.stage(32, 0, 900)["ep_exchange"]
 
 
+def test_sequence_parallel_moe_exchanges_over_the_ep_group():
+    """vLLM's sequence-parallel MoE (ParallelConfig.use_sequence_parallel_moe: the default allgather_reducescatter
+    exchange, expert parallelism, TP > 1 and DP > 1): each TP rank sends its 1/TP of the tokens over the whole EP group
+    (TP x DP ranks, all2all.py: get_ep_group() if is_sequence_parallel) and gathers the layer's output over TP instead
+    of all-reducing it (the MoE blocks' tensor_model_parallel_all_gather). Experts split by TP (no EP) keep the
+    DP-group exchange and the all-reduce. On 4 PCIe L40S NCCL's bus is a quarter of two GPUs', so the wider group
+    costs more there."""
+    inp = {"model": "Qwen3-30B-A3B", "gpu": "l40s", "weights": "fp8", "kv_cache_dtype": "fp8"}
+    n = normalize(inp)
+    c = EngineCtx(n, n["gpu"], "fp8", "fp8", None)
+    eff = perf.efficiencies(n["gpu"], c.model, "fp8", "fp8")
+    sp, etp = (lt.EngineModel(c, Layout(tp=2, dp=2, ep=ep), eff, lt.Topology(8, "ethernet")) for ep in (4, 1))
+    assert sp.sp_moe and not etp.sp_moe
+    b, hidden = 32, c.model["hidden_size"]
+    st, st_etp = sp.stage(b, 0, 900), etp.stage(b, 0, 900)
+    # the attention's all-reduce stays, the MoE's goes (every layer of this model is MoE)
+    assert st["allreduce"] == pytest.approx(st_etp["allreduce"] / 2)
+    group = b * 2
+    dp_only = sp._nccl(eff.allgather, 2, group * (hidden + c.model["experts"]) * 2.0) + sp._nccl(
+        eff.reducescatter, 2, group * hidden * 2.0
+    )
+    per_layer = st["ep_exchange"] / sp.moe_layers
+    assert per_layer > dp_only
+    tp_gather = sp._nccl(eff.allgather, 2, b * hidden * 2.0)
+    assert per_layer - tp_gather == pytest.approx(
+        sp._nccl(eff.allgather, 4, group * (hidden + c.model["experts"]) * 2.0)
+        + sp._nccl(eff.reducescatter, 4, group * hidden * 2.0)
+    )
+    assert st_etp["ep_exchange"] / etp.moe_layers == pytest.approx(dp_only)
+
+
 def test_per_step_overhead_is_charged():
     st = engine().stage(1, 0, 100)
     assert st["elementwise"] > 0

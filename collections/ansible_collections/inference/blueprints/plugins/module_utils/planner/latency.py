@@ -177,6 +177,10 @@ class EngineModel:
         self._init_attention(m, tp)
         # the DP group's MoE exchange crosses the node interconnect when the engine spans nodes
         self.ep_spans_nodes = moe and self.dp > 1 and self.moe_width > topo.gpn
+        # vLLM's sequence-parallel MoE (ParallelConfig.use_sequence_parallel_moe: the allgather_reducescatter
+        # exchange, expert parallelism, TP > 1 and DP > 1): each TP rank sends its 1/TP of the DP rank's tokens, the
+        # exchange runs over the whole EP group (TP x DP ranks) and a TP all-gather replaces the MoE's all-reduce
+        self.sp_moe = moe and self.ep > 1 and tp > 1 and self.dp > 1
         self.pp_spans_nodes = tp * pp > topo.gpn
         self.inter = perf.interconnect(topo.interconnect)
         self._cache: dict = {}
@@ -229,15 +233,23 @@ class EngineModel:
 
     def _ep_exchange(self, tokens: float) -> float:
         """vLLM's default exchange of a MoE layer with attention-DP (all2all_backend allgather_reducescatter): the
-        DP ranks all-gather their tokens' hidden states and router logits (BF16) before the experts and
-        reduce-scatter the experts' output after; every rank then runs its experts (its EP share, or its TP slice of
-        every expert) over all the DP group's tokens."""
+        ranks all-gather their tokens' hidden states and router logits (BF16) before the experts and reduce-scatter
+        the experts' output after; every rank then runs its experts (its EP share, or its TP slice of every expert)
+        over all the DP group's tokens. The exchange runs over the DP group, or with sequence-parallel MoE
+        (``sp_moe``) over the EP group of TP x DP ranks, each sending its 1/TP chunk, followed by a TP all-gather of
+        the layer's output (vllm/distributed/device_communicators/all2all.py AgRsAll2AllManager: get_ep_group() if
+        is_sequence_parallel else get_dp_group(); the MoE blocks' sequence_parallel_chunk and
+        tensor_model_parallel_all_gather, e.g. models/qwen3_moe.py)."""
         if not self.moe or self.dp <= 1:
             return 0.0
         group = tokens * self.dp
         gather = group * (self.hidden + self.e_total) * 2.0
         scatter = group * self.hidden * 2.0
-        return self._nccl(self.eff.allgather, self.dp, gather) + self._nccl(self.eff.reducescatter, self.dp, scatter)
+        ranks = self.tp * self.dp if self.sp_moe else self.dp
+        t = self._nccl(self.eff.allgather, ranks, gather) + self._nccl(self.eff.reducescatter, ranks, scatter)
+        if self.sp_moe:
+            t += self._nccl(self.eff.allgather, self.tp, tokens * self.hidden * 2.0)
+        return t
 
     def _mla_decode(self, b: float, ctx: float, block: bool) -> dict:
         """MLA attention of ``b`` decoding sequences on one stage, from the measured MLA decode block (perf.MlaFit):
@@ -347,7 +359,9 @@ class EngineModel:
                 / (self.bw * en["elementwise_bandwidth"])
             )
         )
-        out["allreduce"] = 2 * self.layers / pp * self._allreduce(tokens * self.hidden * 2.0)
+        # after attention and after the MLP; a sequence-parallel MoE layer gathers over TP instead (ep_exchange)
+        reductions = 2 * self.layers - (self.moe_layers if self.sp_moe else 0)
+        out["allreduce"] = reductions / pp * self._allreduce(tokens * self.hidden * 2.0)
         if pp > 1:
             gb = (self.inter["gb_s_per_gpu"] if self.pp_spans_nodes else 0) or self.eff.link_gb_s
             out["p2p"] = en["p2p_latency_us"] * 1e-6 + tokens * self.hidden * 2.0 / (gb * 1e9)
