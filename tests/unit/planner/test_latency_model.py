@@ -570,6 +570,39 @@ def test_shortfall_is_a_warning_with_the_figures():
     assert p["estimates"]["gpus_needed"] > 8 and p["latency"]["meets_slo"] is False
 
 
+def test_shortfall_names_the_p_d_need_when_it_is_fewer():
+    """Over the hardware the plan keeps the option that carries more of the traffic on the GPUs there are (here the
+    single pool), and its warning says how many GPUs P/D pools would need when that is fewer than the single pool's
+    need: the count a user buys hardware by, the same figure as disaggregation_options."""
+    p = plan(
+        {
+            "model": "Qwen3-30B-A3B",
+            "gpu": "l40s",
+            "gpus_per_node": 8,
+            "weights": "fp8",
+            "kv_cache_dtype": "fp8",
+            "policy": {"speculative": "off", "kv_offload": "none"},
+            "traffic": dict(
+                CHAT,
+                arrival_rate_rps=10,
+                prompt_tokens_mean=800,
+                prompt_tokens_p95=800,
+                output_tokens_mean=200,
+                output_tokens_p95=200,
+            ),
+            "slo": {"ttft_p95_ms": 1500, "tpot_p95_ms": 50},
+        }
+    )
+    opts = p["disaggregation_options"]
+    assert p["disaggregated"] is False and opts["choice"] == "aggregated"
+    pd = opts["disaggregated"]
+    assert pd["gpus"] < p["estimates"]["gpus_needed"] and pd["gpus"] > 8
+    short = [w for w in p["warnings"] if "the hardware holds" in w]
+    assert len(short) == 1
+    assert f"({p['estimates']['gpus_needed']} GPUs); as P/D pools it would need {pd['gpus']} (" in short[0]
+    assert f"{pd['prefill']['gpus']} prefill + {pd['decode']['gpus']} decode" in short[0]
+
+
 # ---------------------------------------------------------------- disaggregation
 
 

@@ -235,10 +235,12 @@ def _no_fit(run: Run, c: EngineCtx) -> PlanError:
     )
 
 
-def aggregated_warnings(run: Run, lay: Layout, s) -> None:
+def aggregated_warnings(run: Run, lay: Layout, s, dis=None) -> None:
     """The aggregated plan's warnings: no layout meets the SLOs, the traffic needs more engines than the hardware
-    holds, PCIe all-reduce, KV below the headroom. Only for the plan that is chosen: the caller calls it when the plan
-    stays aggregated (a P/D plan says its own)."""
+    holds (and how many P/D pools would need when that is fewer: the plan stays aggregated for a reason of its own,
+    e.g. the single pool carries more of the traffic on the GPUs there are), PCIe all-reduce, KV below the headroom.
+    Only for the plan that is chosen: the caller calls it when the plan stays aggregated (a P/D plan says its own);
+    ``dis`` is the P/D option sized beside it (search.Disagg) or None."""
     ch, c = s.chosen, lay
     if not ch.ok:
         run.warnings.append(
@@ -264,8 +266,16 @@ def aggregated_warnings(run: Run, lay: Layout, s) -> None:
     if pt:
         ttft, tpot = pt.get("ttft_p95_ms"), pt.get("tpot_p95_ms")
         at = f" (TTFT p95 {'unbounded' if ttft is None else f'{ttft} ms'}, TPOT p95 {tpot} ms at that load)"
+    pd = ""
+    if dis is not None and dis.prefill is not None and dis.decode is not None:
+        pd_gpus = dis.prefill.gpus + dis.decode.gpus
+        if pd_gpus < ch.gpus:
+            pd = (
+                f"; as P/D pools it would need {pd_gpus} ({dis.prefill.gpus} prefill + {dis.decode.gpus} decode; "
+                "disaggregation_options.why says why the plan stays aggregated)"
+            )
     run.warnings.append(
-        f"the traffic needs {ch.replicas} engine(s) of {lay.world} GPUs ({ch.gpus} GPUs); the hardware holds "
+        f"the traffic needs {ch.replicas} engine(s) of {lay.world} GPUs ({ch.gpus} GPUs){pd}; the hardware holds "
         f"{lay.replicas} ({run.total_gpus} GPUs), all of them are planned and the SLOs are missed at the planned "
         f"load{at}"
     )
