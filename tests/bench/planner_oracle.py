@@ -37,9 +37,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
 
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import plan  # noqa: E402
 
-from tests.unit.planner.oracle_data import planner_run_inputs  # noqa: E402
+from tests.unit.planner.oracle_data import plan_for_traffic, plan_gpus  # noqa: E402
 
 ORACLE = os.path.join(ROOT, "tests", "unit", "planner", "oracle")
 OUT = os.path.join(ORACLE, "aiconfigurator.json")
@@ -322,12 +321,6 @@ def slo_checked(rec: dict, slo: tuple) -> dict:
     return rec
 
 
-def plan_gpus(p: dict) -> int:
-    if p["disaggregated"]:
-        return p["pools"]["prefill"]["required_gpus"] + p["pools"]["decode"]["required_gpus"]
-    return p["estimates"]["gpus_needed"]
-
-
 def _lay(d: dict) -> dict:
     return {k: d[k] for k in ("tp", "pp", "dp", "ep")}
 
@@ -380,7 +373,7 @@ def _old_cache(data: dict) -> dict:
 def run_point(pt: dict, cache: dict, old_best: dict | None) -> dict:
     inp = pt["planner_inputs"]
     t0 = time.time()
-    p = plan(planner_run_inputs(inp))
+    p, used = plan_for_traffic(inp)  # on more nodes when the point's cluster is too small for the traffic
     plan_s = time.time() - t0
     moe = p["model"]["kind"] == "moe"
     mp = model_path(pt["aic"][0])
@@ -414,6 +407,7 @@ def run_point(pt: dict, cache: dict, old_best: dict | None) -> dict:
                 if v
             },
             "gpus_needed": plan_gpus(p),
+            "nodes_planned": used.get("nodes", 1),
             "plan_seconds": round(plan_s, 3),
         },  # fmt: skip
         "estimates": ests,

@@ -47,8 +47,28 @@ def planner_run_inputs(inp: dict) -> dict:
     return out
 
 
+def plan_for_traffic(inp: dict) -> tuple[dict, dict]:
+    """(plan, the inputs it was made from) for a stored point's inputs: the point's own plan, or, when the traffic
+    needs more GPUs than the point's hardware has, the plan for the same traffic on as many nodes as hold it.
+
+    aiconfigurator's best (`cli default` without `--total-gpus`) is the fewest GPUs for the traffic whatever the
+    cluster's size. On a cluster too small for the traffic the planner answers another question: it plans every GPU
+    there is and keeps the option that carries the most of the traffic on them, and says in its warning what the
+    traffic needs. The grid compares like with like: the plan a cluster big enough for the traffic gets."""
+    run_inp = planner_run_inputs(inp)
+    p = plan(run_inp)
+    for _attempt in range(4):
+        have = run_inp.get("nodes", 1) * run_inp["gpus_per_node"]
+        need = plan_gpus(p)
+        if need <= have:
+            break
+        run_inp = dict(run_inp, nodes=math.ceil(need / run_inp["gpus_per_node"]))
+        p = plan(run_inp)
+    return p, run_inp
+
+
 def planned(pt: dict) -> dict:
-    return plan(planner_run_inputs(pt["planner_inputs"]))
+    return plan_for_traffic(pt["planner_inputs"])[0]
 
 
 def plan_gpus(p: dict) -> int:

@@ -570,10 +570,12 @@ def test_shortfall_is_a_warning_with_the_figures():
     assert p["estimates"]["gpus_needed"] > 8 and p["latency"]["meets_slo"] is False
 
 
-def test_shortfall_names_the_p_d_need_when_it_is_fewer():
-    """Over the hardware the plan keeps the option that carries more of the traffic on the GPUs there are (here the
-    single pool), and its warning says how many GPUs P/D pools would need when that is fewer than the single pool's
-    need: the count a user buys hardware by, the same figure as disaggregation_options."""
+def test_shortfall_plans_every_gpu_and_names_the_p_d_need():
+    """Over the hardware the plan keeps the option that carries more of the traffic on the GPUs there are; at the same
+    share, the one that leaves no GPU idle (here the single pool: 4 engines of 2 GPUs on the 8, where the P/D pools'
+    4-GPU decode engine leaves 3 idle beside the prefill GPU). Its warning says how many GPUs P/D pools would need
+    when that is fewer than the single pool's need: the count a user buys hardware by, the same figure as
+    disaggregation_options."""
     p = plan(
         {
             "model": "Qwen3-30B-A3B",
@@ -597,6 +599,8 @@ def test_shortfall_names_the_p_d_need_when_it_is_fewer():
     assert p["disaggregated"] is False and opts["choice"] == "aggregated"
     pd = opts["disaggregated"]
     assert pd["gpus"] < p["estimates"]["gpus_needed"] and pd["gpus"] > 8
+    assert p["spare_gpus"]["count"] == 0
+    assert "it leaves 0 of 8 GPUs idle where the other leaves 3" in opts["why"]
     short = [w for w in p["warnings"] if "the hardware holds" in w]
     assert len(short) == 1
     assert f"({p['estimates']['gpus_needed']} GPUs); as P/D pools it would need {pd['gpus']} (" in short[0]

@@ -253,6 +253,17 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
         if round(d_share, 3) != round(a_share, 3):
             split = d_share > a_share
             return split, f"{'disaggregate' if split else 'stay aggregated'}: {over}; {both}", doc
+        # the same share either way: the option that plans more of the GPUs there are (the SLOs are missed, so none
+        # is left idle that the other would run)
+        a_idle, d_idle = _idle_on_hw(run, ch) if agg_ok else run.total_gpus, _idle_pd_on_hw(run, dis)
+        if a_idle != d_idle:
+            split = d_idle < a_idle
+            return (
+                split,
+                f"{'disaggregate' if split else 'stay aggregated'}: {over}, and it leaves {min(a_idle, d_idle)} of "
+                f"{run.total_gpus} GPUs idle where the other leaves {max(a_idle, d_idle)}; {both}",
+                doc,
+            )
     if dis.cost <= agg_cost * (1 - margin):
         saved = r((1 - dis.cost / agg_cost) * 100, 1)
         return True, f"disaggregate: P/D costs {saved} % less per token (margin {int(margin * 100)} %); {both}", doc
@@ -264,6 +275,19 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
     else:
         verdict = "P/D costs the same per token (a split must save the margin)"
     return False, f"stay aggregated: {verdict}; {both}", doc
+
+
+def _idle_on_hw(run: Run, ch) -> int:
+    """GPUs an aggregated candidate that needs more than the hardware leaves idle: those short of a whole engine."""
+    return run.total_gpus - (run.total_gpus // ch.world) * ch.world
+
+
+def _idle_pd_on_hw(run: Run, dis) -> int:
+    """GPUs the P/D pools the hardware holds leave idle (one GPU type for both pools; else none counted here)."""
+    if dis.prefill is None or dis.decode_hw is not dis.prefill_hw:
+        return 0
+    pr, dr = dis.replicas_on_hw()
+    return max(0, run.total_gpus - pr * dis.prefill.world - dr * dis.decode.world)
 
 
 def pd_connector(run: Run) -> str:
