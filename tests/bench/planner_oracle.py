@@ -408,6 +408,7 @@ def run_point(pt: dict, cache: dict, old_best: dict | None) -> dict:
             },
             "gpus_needed": plan_gpus(p),
             "nodes_planned": used.get("nodes", 1),
+            "interconnect_planned": p["hardware"]["interconnect"],
             "plan_seconds": round(plan_s, 3),
         },  # fmt: skip
         "estimates": ests,

@@ -54,17 +54,22 @@ def plan_for_traffic(inp: dict) -> tuple[dict, dict]:
     aiconfigurator's best (`cli default` without `--total-gpus`) is the fewest GPUs for the traffic whatever the
     cluster's size. On a cluster too small for the traffic the planner answers another question: it plans every GPU
     there is and keeps the option that carries the most of the traffic on them, and says in its warning what the
-    traffic needs. The grid compares like with like: the plan a cluster big enough for the traffic gets."""
+    traffic needs. The grid compares like with like: the plan a cluster big enough for the traffic gets. The nodes
+    added are joined as the planner joins nodes when the point names no interconnect (RDMA, its default over more
+    than one node; the plan's `hardware.interconnect` says which); a point with a decode pool on GPUs of its own is
+    planned as it is."""
     run_inp = planner_run_inputs(inp)
     p = plan(run_inp)
+    if run_inp.get("decode"):
+        return p, run_inp
+    gpn = run_inp.get("gpus_per_node", 1)
     for _attempt in range(4):
-        have = run_inp.get("nodes", 1) * run_inp["gpus_per_node"]
         need = plan_gpus(p)
-        if need <= have:
-            break
-        run_inp = dict(run_inp, nodes=math.ceil(need / run_inp["gpus_per_node"]))
+        if need <= run_inp.get("nodes", 1) * gpn:
+            return p, run_inp
+        run_inp = dict(run_inp, nodes=math.ceil(need / gpn))
         p = plan(run_inp)
-    return p, run_inp
+    raise AssertionError(f"no cluster size holds the traffic: the plan on {run_inp['nodes']} nodes needs {need} GPUs")
 
 
 def planned(pt: dict) -> dict:

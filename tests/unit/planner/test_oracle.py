@@ -11,10 +11,10 @@ tests/bench/planner_oracle.py regenerates it); aiconfigurator is not needed to r
 2. at the batch the planner picks (max_num_seqs), aiconfigurator's TPOT meets the SLO;
 3. the planner's GPU count for the traffic is <= 1.1 x aiconfigurator's best.
 
-Points where the planner disagrees with aiconfigurator are listed in XFAIL_* with the reason: on purpose, with the
-source for the planner's side, or a gap on the planner's side, said so; docs/planner.md ("aiconfigurator as an oracle")
-explains each. Issue 27 allows at most 10 % of the grid. The lists are strict: a point that starts to meet its goal
-fails until it is taken off the list.
+Points where the planner disagrees with aiconfigurator on purpose are listed in XFAIL_* with the reason and a source
+for the planner's side that is not its own output; docs/planner.md ("aiconfigurator as an oracle") explains each.
+Issue 27 allows at most 10 % of the grid. The lists are strict: a point that starts to meet its goal fails until it
+is taken off the list.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ XFAIL_GPUS: dict = {
         "a slot. With Poisson arrivals each 8000-token prompt stalls the decodes of a TP=2 engine for a 684 ms prefill "
         "step: mean TPOT 30.7 ms, per-request TPOT p95 40 ms (SLO 30 ms), and 5 slots 86 % busy make half of the "
         "arrivals wait seconds (M/D/5, checked against a simulation in test_slot_queue_matches_a_simulation): the "
-        "planner needs TP=4 (4 GPUs). aiconfigurator's own static estimates give the same: an 8000-token prefill on "
-        "TP=2 takes 595 ms and a decode step of 5 sequences 17.8 ms; a request decoding for ~6.3 s sees 3.2 other "
-        "prompts on average (Poisson at 0.5 req/s) and 6 at its 95th percentile, so its TPOT is 25.3 ms on average "
-        "and 32.1 ms at p95"
+        "planner needs TP=4 (4 GPUs). aiconfigurator's own static estimates give the same (`cli estimate` at TP=2, "
+        "commands in docs/planner.md): an 8000-token prefill takes 595 ms and a decode step of 5 sequences 17.8 ms; "
+        "a request decoding for ~6.3 s sees 3.2 other prompts on average (Poisson at 0.5 req/s) and 6 at its 95th "
+        "percentile, so its TPOT is 25.3 ms on average and 32.1 ms at p95"
     ),
     "70b-h100x16-long": (
         "aiconfigurator's best prefills two 4000-token prompts in every mixed step (its ctx_tokens 8000: 20 mixed "
@@ -61,9 +61,11 @@ XFAIL_GPUS: dict = {
         "71 % busy: its steps average 2.5x a decode step, TPOT p95 87 ms and the 32 slots (TPOT 60 ms full) are "
         "offered 1.4x what they hold; 6 engines leave TPOT p95 at 63 ms, 7 meet both SLOs (14 GPUs). Pairing is not "
         "the lever: with two prompts in every prefill step 5 engines still run mean TPOT 68 ms, p95 80 ms, 42 of 40 "
-        "slots. aiconfigurator's own static estimates say the same: one 4000-token prefill on TP=2 takes 343 ms, two "
-        "566 ms, a decode step of 40 sequences 22.7 ms, so 2.12 req/s keep an engine about 94 % busy with every prompt "
-        "paired and 104 % with none (the decodes that ride in the prefill steps counted)"
+        "slots. aiconfigurator's own static estimates say the same (`cli estimate` static_ctx / static_gen at TP=2, "
+        "commands in docs/planner.md): one 4000-token prefill takes 343 ms, two 566 ms, a decode step of 40 "
+        "sequences 22.7 ms, so the 2.0 req/s its best offers each engine keep it about 88 % busy with every prompt "
+        "paired and 98 % with none (the decodes that ride in the prefill steps counted), next to no room for Poisson "
+        "arrivals to queue in"
     ),
 }
 

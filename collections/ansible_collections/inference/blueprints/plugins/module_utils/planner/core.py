@@ -63,7 +63,7 @@ def plan(inputs: dict) -> dict:
     rates = size_traffic(run, s)
     disagg = choose_disagg(run, c, lay, rates)
     if not disagg:
-        aggregated_warnings(run, lay, rates.serve, rates.disagg)
+        aggregated_warnings(run, lay, rates.serve, None if rates.pd_refused else rates.disagg)
     xfer = choose_kv_transfer(run, disagg)
     pools = build_pools(run, (c, lay, mem), rates, (disagg, xfer))
     if disagg:

@@ -240,7 +240,7 @@ def aggregated_warnings(run: Run, lay: Layout, s, dis=None) -> None:
     holds (and how many P/D pools would need when that is fewer: the plan stays aggregated for a reason of its own,
     e.g. the single pool carries more of the traffic on the GPUs there are), PCIe all-reduce, KV below the headroom.
     Only for the plan that is chosen: the caller calls it when the plan stays aggregated (a P/D plan says its own);
-    ``dis`` is the P/D option sized beside it (search.Disagg) or None."""
+    ``dis`` is the P/D option sized beside it (search.Disagg; None when there is none the engine would run)."""
     ch, c = s.chosen, lay
     if not ch.ok:
         run.warnings.append(
@@ -267,7 +267,7 @@ def aggregated_warnings(run: Run, lay: Layout, s, dis=None) -> None:
         ttft, tpot = pt.get("ttft_p95_ms"), pt.get("tpot_p95_ms")
         at = f" (TTFT p95 {'unbounded' if ttft is None else f'{ttft} ms'}, TPOT p95 {tpot} ms at that load)"
     pd = ""
-    if dis is not None and dis.prefill is not None and dis.decode is not None:
+    if dis is not None and dis.prefill is not None and dis.decode is not None and dis.decode_hw is dis.prefill_hw:
         pd_gpus = dis.prefill.gpus + dis.decode.gpus
         if pd_gpus < ch.gpus:
             pd = (

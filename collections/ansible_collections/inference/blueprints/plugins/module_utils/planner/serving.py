@@ -283,11 +283,13 @@ def _idle_on_hw(run: Run, ch) -> int:
 
 
 def _idle_pd_on_hw(run: Run, dis) -> int:
-    """GPUs the P/D pools the hardware holds leave idle (one GPU type for both pools; else none counted here)."""
-    if dis.prefill is None or dis.decode_hw is not dis.prefill_hw:
-        return 0
+    """GPUs of the main hardware the P/D pools it holds leave idle: all of them when the pools do not fit it at all;
+    with the decode pool on GPUs of its own, those the prefill engines leave."""
+    if dis.prefill is None or dis.served() <= 0:
+        return run.total_gpus
     pr, dr = dis.replicas_on_hw()
-    return max(0, run.total_gpus - pr * dis.prefill.world - dr * dis.decode.world)
+    on_main = pr * dis.prefill.world + (dr * dis.decode.world if dis.decode_hw is dis.prefill_hw else 0)
+    return max(0, run.total_gpus - on_main)
 
 
 def pd_connector(run: Run) -> str:
@@ -345,6 +347,7 @@ def choose_disagg(run: Run, c: EngineCtx, lay: Layout, rates: Rates) -> bool:
         raise PlanError("policy.disaggregation", f"always cannot be planned: {refusal}")
     if refusal:
         split, why = False, f"stay aggregated: {refusal} (cost rule: {why})"
+        rates.pd_refused = refusal
     doc["choice"] = "disaggregated" if split else "aggregated"
     doc["why"] = why
     run.comparison = doc

@@ -110,6 +110,7 @@ class Rates:
     inflight: float  # requests in the engines at once (Little's law)
     serve: object  # search.Search for the aggregated pool
     disagg: object = None  # search.Disagg, when the P/D option was sized
+    pd_refused: str = ""  # why the engine would refuse the sized P/D pools (engine_compat.yaml), if it would
 
 
 @dataclass
