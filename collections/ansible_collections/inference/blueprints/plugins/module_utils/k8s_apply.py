@@ -28,8 +28,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.inference.blueprints.plugins.module_utils import claims, k8s_wait, ownership
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
-from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait, ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
 
 try:
@@ -76,6 +76,8 @@ ARGUMENT_SPEC = dict(
             value=dict(type="str"),
             adopt=dict(type="list", elements="str", default=[]),
             derived=dict(type="list", elements="str", default=[]),
+            # platform objects several sites share, each site's claim recorded on them (module_utils/claims.py)
+            shared=dict(type="list", elements="dict", default=[]),
         ),
     ),
     wait_timeout=dict(type="int", default=300),
@@ -624,14 +626,20 @@ def owner_policy(params):
 
 def _claim(client, items, params):
     """Annotate what this apply creates or created before; stop, before any write, on objects that exist and
-    are neither ours nor adopted (module_utils/ownership.py), among this apply's objects and ``claim_objects``."""
+    are neither ours nor adopted (module_utils/ownership.py), among this apply's objects and ``claim_objects``;
+    claim the shared objects other sites of the collection created, and stop on settings of theirs that differ
+    from this site's (module_utils/claims.py)."""
     own = owner_policy(params)
     if own is None:
         return
-    foreign = []
+    foreign, clash = [], []
     for item in items:
         # a kind this batch's CRD defines is not served yet: no object of it can exist
-        cls, item.obj = ownership.prepared(item.obj, None if item.deferred else item.live, own)
+        live = None if item.deferred else item.live
+        if _shared(item.obj, live, own, clash):
+            item.obj = claims.prepared(item.obj, live, own, claims.entry(item.obj, own))
+            continue
+        cls, item.obj = ownership.prepared(item.obj, live, own)
         if cls == ownership.FOREIGN:
             foreign.append((item.obj, item.live))
     later = [_Item(i, o) for i, o in enumerate(params.get("claim_objects") or [])]
@@ -646,9 +654,25 @@ def _claim(client, items, params):
     failures = _read_live(client, served)
     if failures:
         raise _fail(failures, "read (nothing was applied)", [])
-    foreign += [(i.obj, i.live) for i in served if ownership.classify(i.obj, i.live, own) == ownership.FOREIGN]
+    foreign += [
+        (i.obj, i.live)
+        for i in served
+        if not _shared(i.obj, i.live, own, clash) and ownership.classify(i.obj, i.live, own) == ownership.FOREIGN
+    ]
+    if clash:
+        raise kc.ClientError(claims.refusal(clash, own), results=[])
     if foreign:
         raise kc.ClientError(ownership.refusal(foreign, own), results=[])
+
+
+def _shared(obj, live, own, clash):
+    """Whether ``obj`` is a shared platform object this site claims (new, or carrying the collection's
+    annotations); the fields its settings and the other claimants' differ on are added to ``clash``."""
+    shared = claims.entry(obj, own)
+    if shared is None or not (live is None or claims.marked(live)):
+        return False
+    clash.extend(claims.conflicts(obj, live, own, shared, contains))
+    return True
 
 
 def missing_references(client, refs):
@@ -688,6 +712,8 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
     for item in _in_missing_namespaces(client, [i for i in items if i.index not in absent]):
         absent.add(item.index)
     kept = _not_ours(client, [i for i in items if i.index not in absent], params)
+    # shared platform objects other sites still claim: this site's claim is removed, the merge recomputed
+    handback = _claims_left(items, kept, params)
     done = []
 
     def delete_one(item):
@@ -709,7 +735,11 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
             elif item.index in kept:
                 item.result = entry(item.obj, "kept", reason=kept[item.index])
         released = [i for i in wave_items if i.index in kept and kept[i.index].startswith("adopted")]
+        released_ = [i for i in wave_items if i.index in handback]
         failures = _parallel(lambda item: _release(client, item, params, check_mode), released)
+        failures += _parallel(
+            lambda item: _hand_back(client, item, handback[item.index], params, check_mode), released_
+        )
         if failures:
             raise _fail(failures, "released", _results(done))
         failures = _parallel(delete_one, [i for i in wave_items if i.result is None])
@@ -720,7 +750,7 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
     pending = [i for i in done if i.result["action"] == "deleted"]
     if params.get("wait_deleted") and not check_mode and pending:
         _wait_gone(client, pending, params.get("wait_timeout") or 300, results)
-    return results, [i.diff for i in done if i.diff], bool(pending)
+    return results, [i.diff for i in done if i.diff], bool(pending) or any(i.index in handback for i in done)
 
 
 def _not_ours(client, items, params):
@@ -734,6 +764,8 @@ def _not_ours(client, items, params):
         raise _fail(failures, "read (nothing was deleted)", [])
     kept = {}
     for item in items:
+        if claims.entry(item.obj, own) is not None and claims.marked(item.live):
+            continue  # a shared object: the claims on it decide (_claims_left)
         cls = ownership.classify(item.obj, item.live, own)
         if cls == ownership.ADOPTED:
             kept[item.index] = "adopted by the site (listed in adopt): never deleted; the fields the site set released"
@@ -743,6 +775,49 @@ def _not_ours(client, items, params):
         if item.index in kept:
             item.live = None
     return kept
+
+
+def _claims_left(items, kept, params):
+    """``{index: object to apply}`` of the shared objects this removal hands back to the sites that still claim
+    them (module_utils/claims.py), each also in ``kept`` with why; the shared objects this site does not claim
+    are kept, and so are the objects derived from a kept one (the CSV of a Subscription another site holds)."""
+    own = owner_policy(params)
+    if own is None:
+        return {}
+    out, held = {}, set()
+    for item in items:
+        shared = claims.entry(item.obj, own)
+        if shared is None or item.index in kept or not claims.marked(item.live):
+            continue
+        action, why, obj = claims.removal(item.obj, item.live, own, shared)
+        if action == "delete":
+            continue
+        kept[item.index] = why
+        held.add(_namespace_of(item))
+        if obj is not None:
+            out[item.index] = obj
+    derived = set(own.get("derived") or ())
+    for item in items:
+        ns = _namespace_of(item) if item.resource is not None else None
+        if ns and ns in held and item.index not in kept and ownership.ref(item.obj) in derived:
+            kept[item.index] = "derived from a shared object other sites still claim in its namespace"
+    return out
+
+
+def _hand_back(client, item, obj, params, check_mode):
+    """Apply the shared object without this site's claim (its merge recomputed from the claims left)."""
+    try:
+        after = client.apply(item.resource, obj, field_manager=params["field_manager"], force=True, dry_run=check_mode)
+    except kc.ApiError as exc:
+        raise _explained(exc, "release", item) from exc
+    item.result = entry(item.obj, claims.RELEASED, reason=item.result.get("reason") if item.result else None)
+    ref = kc.ref(item.obj)
+    item.diff = {
+        "before_header": ref,
+        "after_header": ref,
+        "before": kc.normalize(item.live),
+        "after": kc.normalize(after),
+    }
 
 
 def _release(client, item, params, check_mode):

@@ -86,5 +86,18 @@ def render_phase(intent: dict, phase: str, components=None, state: str = "presen
         "dropped": dropped,
         "components": comps,
         "timeout": timeout,
-        "ownership": {**own, "derived": own["derived"] + derived},
+        # the objects every site of the collection on the cluster shares, each site's claim recorded on them
+        "ownership": {
+            **own,
+            "derived": own["derived"] + derived,
+            "shared": platform_mod.shared_objects(intent, objects),
+        },
     }
+
+
+def policy(*phases: dict) -> dict:
+    """One ownership policy for an apply of several phases' objects (their shared and derived entries joined)."""
+    own = dict(phases[0]["ownership"])
+    for key in ("shared", "derived"):
+        own[key] = [e for p in phases for e in p["ownership"][key]]
+    return own

@@ -234,17 +234,18 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
     pending = [c for c in intent["platform"]["operators_pending"] if c in ops["components"]]
     steps = []
     if not engines.check and (ops["objects"] or ops["waits"]):
+        later = render_platform.render_phase(intent, "operands", comps, "present")
         first = engines.apply(
             {
                 **params,
                 "objects": ops["objects"],
                 "wait_for": waits_mod.specs(ops["waits"]),
                 "wait_timeout": waits_mod.timeout_of(ops["waits"], ops["timeout"]),
-                "ownership": ownership.of_intent(intent),
+                "ownership": render_platform.policy(ops, later),
                 # the operands (as far as they can be rendered now) and the serving objects: one the site may not
-                # take over (a namespace of the user's) stops the site before its operators are written
-                "claim_objects": render_platform.render_phase(intent, "operands", comps, "present")["objects"]
-                + render_mod.render_components(intent["stages"]["serving"], intent),
+                # take over (a namespace of the user's), or a shared one another site set otherwise, stops the site
+                # before its operators are written
+                "claim_objects": later["objects"] + render_mod.render_components(intent["stages"]["serving"], intent),
             }
         )
         steps.append(first)
@@ -294,7 +295,7 @@ def _platform(engines: _Engines, intent: dict, spec: dict, params: dict, me: str
                 "objects": objects,
                 "wait_for": waits_mod.specs(opd["waits"]),
                 "wait_timeout": waits_mod.timeout_of(opd["waits"], opd["timeout"]),
-                "ownership": ownership.of_intent(intent),
+                "ownership": render_platform.policy(ops, opd) if engines.check else opd["ownership"],
             }
         )
         steps.append(second)

@@ -25,6 +25,7 @@ import json
 import math
 import re
 
+from .. import ownership as ownership_mod
 from ..cluster_facts import SERVING_APIS
 from ..planner import data as catalog
 from .schema import IMAGE_BY_DIGEST, SchemaError
@@ -55,6 +56,15 @@ DSC_REMOVED_V1 = ("llamastackoperator", "datasciencepipelines", "modelmeshservin
 CORE = ["v1"]  # the core API group, always served
 SUBSCRIPTION_READY = "AtLatestKnown"
 SUBSCRIPTION_MANUAL = ["AtLatestKnown", "UpgradePending"]
+# Shared platform objects (``sharing``): the fields whose content depends on the site, merged over every site's
+# claim (module_utils/claims.py): the images each site pins, GPUDirect RDMA on when any site's traffic needs it.
+MERGED_FIELDS = {
+    "PinnedImageSet": {"spec.pinnedImages": "union"},
+    "ClusterPolicy": {"spec.driver.rdma.enabled": "any", "spec.driver.rdma.useHostMofed": "any"},
+}
+# the labels of a shared object name the collection, not one of the sites that claim it
+SITE_LABELS = ("app.kubernetes.io/part-of", "inference.blueprints/blueprint")
+SHARED_PART_OF = "inference-blueprints"
 
 
 def _decision(out: list, component: str, what: str, choice, why: str) -> None:
@@ -296,8 +306,9 @@ class _Builder:
             "approval": opts[prefix + "install_plan_approval"],
             "csv": csv,
             "installed_csv": installed,
-            # teardown removes a Subscription (and its CSV) only when this site created it, or it is gone
-            "ours": not sub or sub.get("created_by") == self.intent["ownership"]["value"],
+            # teardown removes a Subscription (and its CSV) only when a site of the collection created it (its
+            # claims then decide: module_utils/claims.py), or it is gone
+            "ours": not sub or bool(sub.get("created_by")),
             "ready": at_latest and c.csv_phase(ns, installed) == "Succeeded",
         }
 
@@ -1137,6 +1148,35 @@ def bind(intent: dict, facts: dict | None, operators_ready: bool = False, dry_ru
 
 
 # ---------------------------------------------------------------------------- render-time helpers
+
+
+def sharing(obj: dict, serving_namespace: str) -> dict | None:
+    """How a platform object is owned when several sites of the collection run on one cluster: the one place that
+    decides it. Every object of the platform stage is the cluster's (operators, their operands, the GatewayClass
+    and shared Gateway, PinnedImageSets, the NFD instance, KedaController, DSC/DSCI, the cluster monitoring
+    config): shared by design, each site claims it, its ``merge`` fields (MERGED_FIELDS) the union of the claims
+    (module_utils/claims.py). Only what lives in, or is, the site's serving namespace (the weight staging Jobs and
+    PVCs) is the site's alone. Returns the policy's shared entry, or None."""
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") == serving_namespace:
+        return None
+    if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" and meta.get("name") == serving_namespace:
+        return None
+    return {"ref": ownership_mod.ref(obj), "merge": dict(MERGED_FIELDS.get(obj.get("kind"), {}))}
+
+
+def shared_objects(intent: dict, objects: list[dict]) -> list[dict]:
+    """The shared entries (``sharing``) of a platform phase's ``objects``, whose site labels are replaced in place
+    by the collection's (a shared object's labels must not change with the site that applies it)."""
+    out = []
+    for obj in objects:
+        entry = sharing(obj, intent["site"]["namespace"])
+        if entry is None:
+            continue
+        labels = {k: v for k, v in (obj["metadata"].get("labels") or {}).items() if k not in SITE_LABELS}
+        obj["metadata"]["labels"] = {**labels, SITE_LABELS[0]: SHARED_PART_OF}
+        out.append(entry)
+    return out
 
 
 def summary(platform: dict) -> dict:

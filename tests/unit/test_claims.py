@@ -1,0 +1,210 @@
+"""Platform objects several sites share (module_utils/claims.py) through the apply and removal engines, against a
+fake client whose applies replace the live object; tests/integration/test_multisite.py runs two sites on the real
+API server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible_collections.inference.blueprints.plugins.module_utils import claims, k8s_apply, k8s_client, ownership
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform
+
+IMG_A = "registry.example/a@sha256:" + "a" * 64
+IMG_B = "registry.example/b@sha256:" + "b" * 64
+
+
+def pins(*images):
+    return {
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "PinnedImageSet",
+        "metadata": {"name": "inference-blueprints-worker", "labels": {"machineconfiguration.openshift.io/role": "w"}},
+        "spec": {"pinnedImages": [{"name": i} for i in images]},
+    }
+
+
+def policy_ns(channel="stable"):
+    return {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "Subscription",
+        "metadata": {"name": "gpu-operator-certified", "namespace": "nvidia-gpu-operator"},
+        "spec": {"name": "gpu-operator-certified", "channel": channel},
+    }
+
+
+def own(site, *objs):
+    return {
+        **ownership.policy(site),
+        "shared": [platform.sharing(o, f"llm-{site}") for o in objs],
+    }
+
+
+class Client:
+    """Live objects by (kind, namespace, name); an apply replaces the live object."""
+
+    class Discovery:
+        def refresh(self):
+            pass
+
+    def __init__(self, live=()):
+        self.live = {self._key(o): o for o in live}
+        # the operator's namespace (a removal finds objects in a missing namespace absent)
+        self.namespaces = {("Namespace", None, "nvidia-gpu-operator")}
+        self.discovery = self.Discovery()
+        self.writes = []
+
+    @staticmethod
+    def _key(o):
+        return (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+
+    def resource(self, api_version, kind, refresh_after=None):
+        del refresh_after
+        return k8s_client.Resource(
+            "", "v1", kind, kind.lower() + "s", kind not in ("PinnedImageSet", "ClusterPolicy", "Namespace"), [], []
+        )
+
+    def get(self, resource, name, namespace=None):
+        if (resource.kind, namespace, name) in self.namespaces:
+            return {"metadata": {"name": name}}
+        return self.live.get((resource.kind, namespace, name))
+
+    def apply(self, resource, obj, field_manager, force, dry_run):
+        self.writes.append(obj)
+        if not dry_run:
+            self.live[self._key(obj)] = json.loads(json.dumps(obj))
+        return obj
+
+    def delete(self, resource, name, namespace=None, dry_run=False):
+        return self.live.pop((resource.kind, namespace, name), None) is not None
+
+
+def params(policy, state_objs=()):
+    return {
+        "field_manager": "inference-blueprints",
+        "force_conflicts": True,
+        "namespace": None,
+        "wait_timeout": 5,
+        "wait_deleted": False,
+        "ownership": policy,
+        "claim_objects": list(state_objs),
+    }
+
+
+def live_pins(client):
+    return [
+        p["name"] for p in client.live[("PinnedImageSet", None, "inference-blueprints-worker")]["spec"]["pinnedImages"]
+    ]
+
+
+def test_the_sharing_rule_is_the_platform_intents():
+    assert platform.sharing(pins(IMG_A), "llm-a")["merge"] == {"spec.pinnedImages": "union"}
+    assert platform.sharing(policy_ns(), "llm-a") == {
+        "ref": "Subscription/nvidia-gpu-operator/gpu-operator-certified",
+        "merge": {},
+    }
+    staging = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "stage", "namespace": "llm-a"}}
+    assert platform.sharing(staging, "llm-a") is None
+    assert platform.sharing({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-a"}}, "llm-a") is None
+
+
+def test_two_sites_claim_merge_and_leave_one_after_the_other():
+    client = Client()
+    a, b = own("site-a", pins(IMG_A), policy_ns()), own("site-b", pins(IMG_B), policy_ns())
+    k8s_apply.apply_all(client, [pins(IMG_A), policy_ns()], params(a))
+    # the second site needs no adopt: the objects carry the collection's annotations
+    k8s_apply.apply_all(client, [pins(IMG_B), policy_ns()], params(b))
+    assert live_pins(client) == [IMG_A, IMG_B]
+    live = client.live[("PinnedImageSet", None, "inference-blueprints-worker")]
+    notes = live["metadata"]["annotations"]
+    assert notes[ownership.ANNOTATION] == "site-a"
+    assert json.loads(notes[claims.key("site-a")]) == {
+        "site": "site-a",
+        "merge": {"spec.pinnedImages": [{"name": IMG_A}]},
+    }
+    # the first site again: the union stays, nothing is written
+    client.writes.clear()
+    results, _d, changed = k8s_apply.apply_all(client, [pins(IMG_A), policy_ns()], params(a))
+    assert live_pins(client) == [IMG_A, IMG_B]
+    assert {r["action"] for r in results} == {"unchanged"} and not changed
+
+    # site a leaves: its claim goes, its pin goes, the objects stay for b
+    results, _d, changed = k8s_apply.delete_all(client, [pins(IMG_A), policy_ns()], params(a))
+    assert changed and {r["action"] for r in results} == {"released"}, results
+    assert live_pins(client) == [IMG_B]
+    assert (
+        claims.key("site-a")
+        not in client.live[("PinnedImageSet", None, "inference-blueprints-worker")]["metadata"]["annotations"]
+    )
+    assert ("Subscription", "nvidia-gpu-operator", "gpu-operator-certified") in client.live
+    # b leaves last: what the sites created is deleted
+    results, _d, _c = k8s_apply.delete_all(client, [pins(IMG_B), policy_ns()], params(b))
+    assert {r["action"] for r in results} == {"deleted"}, results
+    assert client.live == {}
+
+
+def test_a_removal_keeps_a_shared_object_the_site_does_not_claim_and_a_users_object():
+    user = {**policy_ns(), "metadata": {**policy_ns()["metadata"], "annotations": {"owner": "them"}}}
+    client = Client([user])
+    a = own("site-a", policy_ns())
+    with pytest.raises(k8s_client.ClientError) as err:
+        k8s_apply.apply_all(client, [policy_ns()], params(a))
+    assert "not created by inference.blueprints" in str(err.value)
+    results, _d, changed = k8s_apply.delete_all(client, [policy_ns()], params(a))
+    assert not changed and results[0]["action"] == "kept"
+    theirs = Client([ownership.stamp(policy_ns(), ownership.policy("site-b"))])
+    results, _d, changed = k8s_apply.delete_all(theirs, [policy_ns()], params(a))
+    assert not changed and results[0]["action"] == "kept" and "site-b" in results[0]["reason"]
+
+
+def test_conflicting_settings_stop_before_any_write_naming_both_sites_and_the_field():
+    client = Client()
+    a = own("site-a", policy_ns("stable"))
+    k8s_apply.apply_all(client, [policy_ns("stable")], params(a))
+    client.writes.clear()
+    b = own("site-b", pins(IMG_B), policy_ns("v25.3"))
+    with pytest.raises(k8s_client.ClientError) as err:
+        # the operand, checked before the operators are written
+        k8s_apply.apply_all(client, [pins(IMG_B)], params(b, [policy_ns("v25.3")]))
+    msg = str(err.value)
+    assert "Subscription/nvidia-gpu-operator/gpu-operator-certified spec.channel" in msg, msg
+    assert "site 'site-b' sets \"v25.3\", site(s) 'site-a' set \"stable\"" in msg, msg
+    assert "nothing was applied" in msg and client.writes == []
+    # alone on the cluster a site may change its own settings
+    k8s_apply.apply_all(client, [policy_ns("v25.3")], params(a))
+    assert client.live[("Subscription", "nvidia-gpu-operator", "gpu-operator-certified")]["spec"]["channel"] == "v25.3"
+
+
+def test_an_object_of_an_earlier_release_is_claimed_by_its_creator():
+    old = ownership.stamp(pins(IMG_A), ownership.policy("site-a"))
+    client = Client([old])
+    k8s_apply.apply_all(client, [pins(IMG_B)], params(own("site-b", pins(IMG_B))))
+    assert live_pins(client) == [IMG_A, IMG_B]
+    assert sorted(claims.claimants(client.live[("PinnedImageSet", None, "inference-blueprints-worker")])) == [
+        "site-a",
+        "site-b",
+    ]
+
+
+def test_rdma_on_the_gpu_policy_is_on_while_any_site_needs_it():
+    def gpu(rdma):
+        return {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "gpu-cluster-policy"},
+            "spec": {"driver": {"rdma": {"enabled": rdma, "useHostMofed": False}}},
+        }
+
+    client = Client()
+    a, b = own("site-a", gpu(True)), own("site-b", gpu(False))
+    k8s_apply.apply_all(client, [gpu(True)], params(a))
+    k8s_apply.apply_all(client, [gpu(False)], params(b))
+    live = client.live[("ClusterPolicy", None, "gpu-cluster-policy")]
+    assert live["spec"]["driver"]["rdma"]["enabled"] is True
+    k8s_apply.delete_all(client, [gpu(True)], params(a))
+    assert client.live[("ClusterPolicy", None, "gpu-cluster-policy")]["spec"]["driver"]["rdma"]["enabled"] is False
+
+
+def test_long_site_names_make_valid_annotation_keys():
+    name = "a" * 63
+    k = claims.key(name)
+    assert len(k.split("/", 1)[1]) <= 63 and k != claims.key("a" * 62 + "b")
