@@ -208,3 +208,18 @@ def test_long_site_names_make_valid_annotation_keys():
     name = "a" * 63
     k = claims.key(name)
     assert len(k.split("/", 1)[1]) <= 63 and k != claims.key("a" * 62 + "b")
+
+
+def test_a_field_another_site_set_and_this_one_leaves_unset_is_a_conflict():
+    client = Client()
+    theirs = policy_ns()
+    theirs["spec"]["config"] = {"env": [{"name": "X", "value": "1"}]}
+    k8s_apply.apply_all(client, [theirs], params(own("site-a", theirs)))
+    live = client.live[("Subscription", "nvidia-gpu-operator", "gpu-operator-certified")]
+    fields = {"f:spec": {"f:name": {}, "f:channel": {}, "f:config": {"f:env": {}}}, "f:metadata": {"f:labels": {}}}
+    live["metadata"]["managedFields"] = [
+        {"manager": "inference-blueprints", "operation": "Apply", "apiVersion": live["apiVersion"], "fieldsV1": fields}
+    ]
+    with pytest.raises(k8s_client.ClientError) as err:
+        k8s_apply.apply_all(client, [policy_ns()], params(own("site-b", policy_ns())))
+    assert "spec.config: site 'site-b' leaves it unset, site(s) 'site-a' set" in str(err.value), str(err.value)

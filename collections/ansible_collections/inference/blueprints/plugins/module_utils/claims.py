@@ -191,25 +191,42 @@ def _leaves(value, path=""):
         yield path, value
 
 
-def conflicts(obj: dict, live: dict | None, own: dict, shared: dict, contains) -> list[str]:
+def _unset(node: dict, desired, path: str = ""):
+    """Paths the field set ``node`` (fieldsV1 of the collection's field manager) holds and ``desired`` does not."""
+    for k, sub in (node or {}).items():
+        if not k.startswith("f:"):
+            continue
+        name = k[2:]
+        here = f"{path}.{name}" if path else name
+        if not isinstance(desired, dict) or desired.get(name) is None:
+            yield here
+        elif isinstance(desired[name], dict):
+            yield from _unset(sub, desired[name], here)
+
+
+def conflicts(obj: dict, live: dict | None, own: dict, contains, owned: dict | None = None) -> list:
     """Fields of ``obj`` that the shared object ``live`` holds otherwise while another site claims it: the sites'
     settings of a shared object differ and cannot be merged. ``contains(want, have)``: the apply engine's test that
-    a live value holds a desired one. Each is a sentence naming the object, the field and both sites."""
+    a live value holds a desired one; ``owned``: the fields the collection's field manager set on ``live`` (one the
+    site leaves unset would be dropped by its apply). Each is a sentence naming the object, the field, both sites."""
     others = [s for s in claimants(live) if s != own["value"]]
     if live is None or not others:
         return []
-    merge = shared.get("merge") or {}
+    merge = (entry(obj, own) or {}).get("merge") or {}
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+    found = [(p, w, lookup(live, p)) for p, w in _leaves(body) if not contains(w, lookup(live, p))]
+    found += [
+        (p, None, lookup(live, p)) for p in _unset({k: v for k, v in (owned or {}).items() if k != "f:metadata"}, body)
+    ]
     out = []
-    for path, want in _leaves(body):
-        if any(path == m or path.startswith(m + ".") for m in merge):
+    for path, want, have in found:
+        if any(path == m or path.startswith(m + ".") for m in merge) or path in ("apiVersion", "kind", "status"):
             continue
-        have = lookup(live, path)
-        if not contains(want, have):
-            out.append(
-                f"{ownership.ref(obj)} {path}: site {own['value']!r} sets {json.dumps(want)}, "
-                f"site(s) {', '.join(repr(s) for s in others)} set {json.dumps(have)}"
-            )
+        sets = "leaves it unset" if want is None else f"sets {json.dumps(want)}"
+        out.append(
+            f"{ownership.ref(obj)} {path}: site {own['value']!r} {sets}, "
+            f"site(s) {', '.join(repr(s) for s in others)} set {json.dumps(have)}"
+        )
     return out
 
 

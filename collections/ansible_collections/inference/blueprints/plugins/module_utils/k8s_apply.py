@@ -636,7 +636,7 @@ def _claim(client, items, params):
     for item in items:
         # a kind this batch's CRD defines is not served yet: no object of it can exist
         live = None if item.deferred else item.live
-        if _shared(item.obj, live, own, clash):
+        if _shared(item.obj, live, own, clash, params):
             item.obj = claims.prepared(item.obj, live, own, claims.entry(item.obj, own))
             continue
         cls, item.obj = ownership.prepared(item.obj, live, own)
@@ -657,7 +657,8 @@ def _claim(client, items, params):
     foreign += [
         (i.obj, i.live)
         for i in served
-        if not _shared(i.obj, i.live, own, clash) and ownership.classify(i.obj, i.live, own) == ownership.FOREIGN
+        if not _shared(i.obj, i.live, own, clash, params)
+        and ownership.classify(i.obj, i.live, own) == ownership.FOREIGN
     ]
     if clash:
         raise kc.ClientError(claims.refusal(clash, own), results=[])
@@ -665,13 +666,16 @@ def _claim(client, items, params):
         raise kc.ClientError(ownership.refusal(foreign, own), results=[])
 
 
-def _shared(obj, live, own, clash):
+def _shared(obj, live, own, clash, params):
     """Whether ``obj`` is a shared platform object this site claims (new, or carrying the collection's
     annotations); the fields its settings and the other claimants' differ on are added to ``clash``."""
     shared = claims.entry(obj, own)
-    if shared is None or not (live is None or claims.marked(live)):
+    # an object one of the site's operators made itself (derived) is claimed as if the site had created it
+    found = live is None or claims.marked(live) or ownership.ref(obj) in (own.get("derived") or ())
+    if shared is None or not found:
         return False
-    clash.extend(claims.conflicts(obj, live, own, shared, contains))
+    owned = owned_fields(live, params["field_manager"], obj.get("apiVersion")) if live else None
+    clash.extend(claims.conflicts(obj, live, own, contains, owned))
     return True
 
 
