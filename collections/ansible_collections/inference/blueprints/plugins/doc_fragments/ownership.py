@@ -41,8 +41,22 @@ options:
       derived:
         description:
           - Objects a controller made for one of the site's objects and that go with it, as C(Kind/namespace/name)
-            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own.
+            (the CSV OLM installed for one of the site's Subscriptions); a removal deletes them as the site's own,
+            unless the object they were made for is a shared one another site still claims.
         type: list
         elements: str
+        default: []
+      shared:
+        description:
+          - Platform objects every site of the collection on the cluster shares (decided by the platform intent), each
+            as C(ref) (C(Kind/name) or C(Kind/namespace/name)) and C(merge) (a field path to C(union) or C(any)).
+          - An apply claims such an object when it is new or carries the collection's annotations (any site's): the
+            annotation C(inference.blueprints/claimed-by.<value>) records the claim and the site's contribution, the
+            merged fields are the union of every claim, and a field set otherwise by another claimant stops the apply
+            before its first write, naming both sites and the field.
+          - A removal drops the site's claim and recomputes the merge (action V(released)) while other sites claim the
+            object, and deletes it when the site is its last claimant.
+        type: list
+        elements: dict
         default: []
 """

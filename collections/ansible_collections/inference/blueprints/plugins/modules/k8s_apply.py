@@ -263,11 +263,13 @@ objects:
       description: What happened.
       type: str
       sample: created
-      choices: [created, configured, unchanged, deleted, absent, kept, rendered]
+      choices: [created, configured, unchanged, deleted, absent, kept, released, rendered]
     reason:
-      description: Why a removal kept the object (V(kept)) - adopted by the site, or not created by it.
+      description:
+        - Why a removal kept the object (V(kept)) - adopted by the site, or not created by it - or handed a shared
+          platform object back to the other sites that claim it (V(released)).
       type: str
-      returned: when the action is V(kept)
+      returned: when the action is V(kept) or V(released)
     validated:
       description:
         - V(false) when, in check mode, the object lives in a namespace the same run would create,

@@ -128,7 +128,8 @@ ownership:
   description:
     - The site's ownership policy for P(inference.blueprints.k8s_apply#module)'s
       O(inference.blueprints.k8s_apply#module:ownership); for a removal its C(derived) lists the CSVs OLM installed
-      for the site's Subscriptions, deleted with them.
+      for the site's Subscriptions, deleted with them; its C(shared) lists the objects every site of the collection
+      on the cluster shares (module_utils/claims.py).
   returned: with O(phase) for the current host
   type: dict
 operators_pending:
