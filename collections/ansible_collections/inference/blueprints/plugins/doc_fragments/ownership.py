@@ -50,7 +50,7 @@ options:
         description:
           - Platform objects every site of the collection on the cluster shares (decided by the platform intent), each
             as C(ref) (C(Kind/name) or C(Kind/namespace/name)) and C(merge) (a field path to C(union) or C(any)).
-          - An apply claims such an object when it is new or carries the collection's annotations (any site's): the
+          - An apply claims such an object when it is new or carries the collection's annotations (any site's); the
             annotation C(inference.blueprints/claimed-by.<value>) records the claim and the site's contribution, the
             merged fields are the union of every claim, and a field set otherwise by another claimant stops the apply
             before its first write, naming both sites and the field.
