@@ -223,3 +223,66 @@ def test_a_field_another_site_set_and_this_one_leaves_unset_is_a_conflict():
     with pytest.raises(k8s_client.ClientError) as err:
         k8s_apply.apply_all(client, [policy_ns()], params(own("site-b", policy_ns())))
     assert "spec.config: site 'site-b' leaves it unset, site(s) 'site-a' set" in str(err.value), str(err.value)
+
+
+class Cluster(Client):
+    """Every kind the two chat sites' platform renders, namespaced as on OpenShift; the cluster's own namespaces."""
+
+    NAMESPACED = frozenset(
+        {"Subscription", "OperatorGroup", "NodeFeatureDiscovery", "NodeFeatureRule", "KedaController", "Gateway",
+         "ConfigMap", "IPPool", "ClusterServiceVersion", "Job", "PersistentVolumeClaim"}
+    )  # fmt: skip
+
+    def __init__(self):
+        super().__init__()
+        self.namespaces = {("Namespace", None, n) for n in ("openshift-ingress", "openshift-monitoring")}
+
+    def resource(self, api_version, kind, refresh_after=None):
+        del refresh_after
+        return k8s_client.Resource("", "v1", kind, kind.lower() + "s", kind in self.NAMESPACED, [], [])
+
+
+def test_two_example_sites_share_the_platform_they_render(tmp_path):
+    """The real templates: example-chat and a copy with another site, namespace, ModelCar and load (no RDMA)."""
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as stage
+
+    from tests.integration.test_multisite import OTHER_IMAGE, _second_site
+    from tests.serving_helpers import INVENTORIES
+
+    (a,) = cli.site_intents(str(INVENTORIES / "example-chat"), None).values()
+    (b,) = cli.site_intents(str(_second_site(tmp_path)), None).values()
+    ra, rb = stage.render_phase(a, "all"), stage.render_phase(b, "all")
+    client = Cluster()
+
+    def actions(results):
+        return sorted({r["action"] for r in results})
+
+    k8s_apply.apply_all(client, ra["objects"], params(ra["ownership"]))
+    results, _d, _c = k8s_apply.apply_all(client, rb["objects"], params(rb["ownership"]))
+    assert actions(results) == ["configured"]  # every object of b's platform was a's: claimed, none refused
+    pinned = live_pins(client)
+    assert len(pinned) == 2 and OTHER_IMAGE in pinned
+    results, _d, changed = k8s_apply.apply_all(client, ra["objects"], params(ra["ownership"]))
+    assert not changed and live_pins(client) == pinned
+
+    gone_a = stage.render_phase(a, "all", state="absent")
+    results, _d, _c = k8s_apply.delete_all(client, gone_a["objects"], params(gone_a["ownership"]))
+    deleted = sorted(f"{r['kind']}/{r['name']}" for r in results if r["action"] == "deleted")
+    # only what example-chat alone needed (the network operator for its RDMA) is deleted
+    assert deleted == [
+        "IPPool/rdma-pool",
+        "MacvlanNetwork/rdma-net",
+        "Namespace/nvidia-network-operator",
+        "NicClusterPolicy/nic-cluster-policy",
+        "OperatorGroup/nvidia-network-operator",
+        "Subscription/nvidia-network-operator",
+    ], results
+    assert live_pins(client) == [OTHER_IMAGE]
+    assert client.live[("ClusterPolicy", None, "gpu-cluster-policy")]["spec"]["driver"]["rdma"]["enabled"] is False
+    results, _d, changed = k8s_apply.apply_all(client, rb["objects"], params(rb["ownership"]))
+    assert not changed
+
+    gone_b = stage.render_phase(b, "all", state="absent")
+    k8s_apply.delete_all(client, gone_b["objects"], params(gone_b["ownership"]))
+    assert client.live == {}

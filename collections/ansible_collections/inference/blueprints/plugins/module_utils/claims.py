@@ -90,9 +90,10 @@ def marked(live: dict | None) -> bool:
     return ownership.ANNOTATION in notes or any(k.startswith(PREFIX) for k in notes)
 
 
-def lookup(obj, path: str):
+def lookup(obj, path):
+    """The value at ``path`` (dotted, or a tuple of keys when a key holds a dot: ``data``/``config.yaml``)."""
     cur = obj
-    for part in path.split("."):
+    for part in path.split(".") if isinstance(path, str) else path:
         if not isinstance(cur, dict) or part not in cur:
             return None
         cur = cur[part]
@@ -183,25 +184,25 @@ def claimants(live: dict | None) -> list[str]:
     return sorted(_with_creator(live, {}))
 
 
-def _leaves(value, path=""):
-    if isinstance(value, dict) and value:
+def _leaves(value, path=()):
+    """``(path as a tuple of keys, value)`` of every value that is not a mapping (an empty mapping sets nothing)."""
+    if isinstance(value, dict):
         for k, v in value.items():
-            yield from _leaves(v, f"{path}.{k}" if path else k)
+            yield from _leaves(v, (*path, k))
     else:
         yield path, value
 
 
-def _unset(node: dict, desired, path: str = ""):
+def _unset(node: dict, desired, path: tuple = ()):
     """Paths the field set ``node`` (fieldsV1 of the collection's field manager) holds and ``desired`` does not."""
     for k, sub in (node or {}).items():
         if not k.startswith("f:"):
             continue
         name = k[2:]
-        here = f"{path}.{name}" if path else name
         if not isinstance(desired, dict) or desired.get(name) is None:
-            yield here
+            yield (*path, name)
         elif isinstance(desired[name], dict):
-            yield from _unset(sub, desired[name], here)
+            yield from _unset(sub, desired[name], (*path, name))
 
 
 def conflicts(obj: dict, live: dict | None, own: dict, contains, owned: dict | None = None) -> list:
@@ -219,8 +220,9 @@ def conflicts(obj: dict, live: dict | None, own: dict, contains, owned: dict | N
         (p, None, lookup(live, p)) for p in _unset({k: v for k, v in (owned or {}).items() if k != "f:metadata"}, body)
     ]
     out = []
-    for path, want, have in found:
-        if any(path == m or path.startswith(m + ".") for m in merge) or path in ("apiVersion", "kind", "status"):
+    for keys, want, have in found:
+        path = ".".join(keys)
+        if any(path == m or path.startswith(m + ".") for m in merge):
             continue
         sets = "leaves it unset" if want is None else f"sets {json.dumps(want)}"
         out.append(
