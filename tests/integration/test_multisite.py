@@ -134,11 +134,11 @@ def _shared_platform(cluster, tmp_path):  # noqa: PLR0915 - one story, in order
     assert any(p.startswith(CHAT_IMAGE) for p in _pins(cluster)), _pins(cluster)
 
     # a second site whose shared settings differ: refused before anything is applied, naming both and the field
-    clash = _run("site.yml", team_b, cluster, tmp_path, extravars={"openshift_ai_dashboard": True})
+    clash = _run("site.yml", team_b, cluster, tmp_path, extravars={"openshift_ai_dashboard": False})
     assert clash.rc != 0
     msg = clash.failure_messages()
     assert "DataScienceCluster/default-dsc spec.components.dashboard.managementState" in msg, msg
-    assert "site 'team-b-chat' sets \"Managed\", site(s) 'example-chat' set \"Removed\"" in msg, msg
+    assert "site 'team-b-chat' sets \"Removed\", site(s) 'example-chat' set \"Managed\"" in msg, msg
     assert _get(cluster, "v1", "Namespace", "llm-team-b") is None
     assert OTHER_IMAGE not in _pins(cluster)
 
