@@ -142,8 +142,8 @@ def _shared_platform(cluster, tmp_path):  # noqa: PLR0915 - one story, in order
     assert _get(cluster, "v1", "Namespace", "llm-team-b") is None
     assert OTHER_IMAGE not in _pins(cluster)
 
-    # check mode of the second site: no refusal, nothing written
-    _ok(_run("site.yml", team_b, cluster, tmp_path, check=True))
+    # check mode of the second site's platform: no refusal, nothing written
+    _ok(_run("platform.yml", team_b, cluster, tmp_path, check=True))
     assert OTHER_IMAGE not in _pins(cluster)
 
     # the second site, with no adopt: it claims what the first created; both ModelCars are pinned
