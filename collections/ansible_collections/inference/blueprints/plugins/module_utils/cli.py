@@ -29,6 +29,9 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner impor
 OPTION_NAMES = {
     "model": "--model",
     "model_architecture": "--architecture",
+    "model_quantization": "--quantization",
+    "quantization": "--quantization",
+    "artifact": "--artifact",
     "gpu": "--gpu",
     "gpus_per_node": "--gpus-per-node",
     "nodes": "--nodes",
@@ -84,6 +87,8 @@ class CliError(Exception):
 def _option(field: str) -> str:
     if field in OPTION_NAMES:
         return OPTION_NAMES[field]
+    if field.startswith("model_architecture."):
+        return "--architecture " + field.split(".", 1)[1]
     if field.startswith("traffic."):
         return "--" + field.split(".", 1)[1].replace("_", "-")
     if field.startswith("policy."):
@@ -116,7 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex = p.add_argument_group("explicit inputs")
     ex.add_argument("--model", help="model catalog id, e.g. Qwen3.6-27B")
-    ex.add_argument("--architecture", metavar="FILE", help="YAML file with an explicit model architecture")
+    ex.add_argument(
+        "--architecture",
+        metavar="FILE",
+        help="the model's Hugging Face config.json (or a YAML file with the catalog's architecture fields)",
+    )
+    ex.add_argument(
+        "--quantization",
+        choices=("bf16", "fp8-block", "fp8-channel", "int4", "nvfp4"),
+        help="the checkpoint's precision when its config.json has no quantization_config",
+    )
+    ex.add_argument("--artifact", metavar="URI", help="what vLLM loads (hf://org/name, pvc://, oci://)")
     ex.add_argument("--name", help="Kubernetes name of the model service")
     ex.add_argument(
         "--blueprint", default=None, help="take policy, traffic and SLO defaults from blueprints/<BLUEPRINT>.yml"
@@ -241,12 +256,15 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
         "gpu_memory_utilization",
         "kv_cache_memory_bytes",
         "vllm_version",
+        "artifact",
     ):
         v = getattr(a, k)
         if v is not None:
             inp[k] = v
     if a.kv_dtype is not None:
         inp["kv_cache_dtype"] = a.kv_dtype
+    if a.quantization is not None:
+        inp["model_quantization"] = a.quantization
     if a.context:
         inp["contexts"] = a.context
     traffic = {k: getattr(a, k) for k in (*TRAFFIC_OPTS, "arrival_rate_rps") if getattr(a, k) is not None}
@@ -326,6 +344,7 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
                 raise CliError(str(e)) from None
             templar = Templar(loader=loader, variables=hv)
             values = {k: templar.template(v) for k, v in hv.items() if k in wanted}
+            values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
             out[host.name] = (values, list(hv))
     except AnsibleError as e:
         raise CliError(f"--site: cannot read inventory {site}: {e}") from None

@@ -83,6 +83,7 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
         raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hv
         schema.check_sizes({n: raw[n] for n in names if n in wanted and n in raw})
         values = {n: hv[n] for n in names if n in wanted}
+        values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
         set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
         out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)
     gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster

@@ -23,6 +23,7 @@ import re
 
 from .. import ownership
 from ..planner import data as catalog
+from ..planner import hf_config
 from ..planner import inputs as planner_inputs
 from .schema import (
     DNS_LABEL,
@@ -187,7 +188,50 @@ MODEL_HARDWARE = Field(
 
 def _model_id_doc() -> str:
     """Read when a message needs it: importing the schema loads no catalog (ansible-test imports it without PyYAML)."""
-    return "a model catalog id: " + ", ".join(catalog.models())
+    return "a model catalog id (" + ", ".join(catalog.models()) + "), or any name for a model given by architecture"
+
+
+def _architecture(value) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    if isinstance(value, dict) and value:
+        return None
+    return (
+        f"must be the path of the model's Hugging Face config.json (relative to the inventory directory) or its "
+        f"fields as a mapping, got {type(value).__name__}"
+    )
+
+
+def own_model_errors(models: list, index_base: str = "models") -> list[tuple[str, str]]:
+    """The rules between a model's keys: a catalog id, or a model described by its architecture (config.json),
+    which then needs the artifact vLLM loads (the catalog knows no repository for it)."""
+    errors = []
+    for i, m in enumerate(models or []):
+        if not isinstance(m, dict):
+            continue
+        where = f"{index_base}[{i}]"
+        if m.get("architecture") is None:
+            if isinstance(m.get("id"), str):
+                msg = _model_id(m["id"])
+                if msg:
+                    errors.append((f"{where}.id", msg + "; or describe the model with architecture: <config.json>"))
+            if m.get("quantization") is not None:
+                errors.append(
+                    (
+                        f"{where}.quantization",
+                        "applies to a model described by architecture (its config.json); a catalog model's "
+                        "checkpoint follows weights and artifact",
+                    )
+                )
+        elif not (m.get("artifact") or {}).get("uri"):
+            errors.append(
+                (
+                    f"{where}.artifact.uri",
+                    "required for a model outside the catalog (architecture given): the checkpoint vLLM loads; "
+                    "valid: hf://<org>/<name>, pvc://<claim>/<path>, oci://<image>@sha256:<digest>",
+                )
+            )
+    return errors
 
 
 MODEL = Field(
@@ -200,7 +244,20 @@ MODEL = Field(
             pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
             max_length=MODEL_NAME_MAX,
         ),
-        "id": Field("str", required=True, check=_model_id, doc=_model_id_doc),
+        # a catalog id, checked with the other keys of the model (own_model_errors): a model given by architecture
+        # is named freely
+        "id": Field("str", required=True, doc=_model_id_doc),
+        "architecture": Field(
+            "raw",
+            check=_architecture,
+            doc="a model outside the catalog: its Hugging Face config.json, as a path relative to the inventory "
+            "directory or its fields inline (model_type, num_hidden_layers, hidden_size, ...)",
+        ),
+        "quantization": Field(
+            "str",
+            choices=tuple(hf_config.QUANTIZATIONS),
+            doc="with architecture: the checkpoint's precision when its config.json has no quantization_config",
+        ),
         "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
         "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
         "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),

@@ -20,7 +20,7 @@ import os
 from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
-from . import inventory
+from . import inventory, own_model
 from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
 # Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
@@ -127,6 +127,7 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
     problem, each with its path.
     """
     hostvars = plain(dict(hostvars))
+    inventory_dir = hostvars.pop(own_model.INVENTORY_DIR, None)
     where = f"host {host}"
     errors = misspelled_variables(names if names is not None else hostvars, ignore)
     name = hostvars.get("blueprint")
@@ -148,10 +149,13 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             if value is not None:
                 options_in[opt] = value
     schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
+    raw_models = site_in.get("models") if isinstance(site_in.get("models"), list) else []
+    errors += inventory.own_model_errors(raw_models)  # a catalog id, or an own model with its artifact
     try:
         resolved = validate({**site_in, **options_in}, schema, where=where)
     except SchemaError as e:
         raise SchemaError(errors + e.errors, where) from None
+    errors += own_model.load(resolved["models"], inventory_dir)
     if errors:
         raise SchemaError(errors, where)
 
@@ -234,6 +238,7 @@ def planner_inputs(site: dict, model: dict) -> dict:
     for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
         if model.get(k) is not None:
             inp[k] = model[k]
+    inp.update(own_model.planner_fields(model))  # architecture (config.json), quantization, artifact
     if site.get("vllm_version"):
         # the engine the site runs: the planner emits that version's flags (catalog/vllm_flags_<minor>.yaml)
         inp["vllm_version"] = site["vllm_version"]
@@ -249,6 +254,9 @@ def planner_inputs(site: dict, model: dict) -> dict:
 
 
 def _field_path(field: str, index: int, model: dict | None = None) -> str:
+    own = own_model.field_path(field, index)
+    if own:
+        return own
     if field in HARDWARE_FIELDS:
         if field in ((model or {}).get("hardware") or {}):
             return f"models[{index}].hardware.{field}"

@@ -1,0 +1,88 @@
+# Copyright: inference.blueprints contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A site's model outside the catalog: ``models[].architecture`` names its Hugging Face config.json.
+
+The site gives the config as a path (relative to the inventory directory) or inline; ``load()`` reads
+the file once, before anything is planned or written, and the planner converts the fields exactly
+as ``blueprints plan --architecture FILE`` does (planner/hf_config.py through inputs.resolve_model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+# the inventory directory of the host (Ansible's magic variable, passed along with the site's values)
+INVENTORY_DIR = "inventory_dir"
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; refuse to read a weights file named by mistake
+
+
+def _yaml(text: str):
+    import yaml  # lazy: only a config given as YAML needs it
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _read(path: str) -> tuple[dict | None, str | None]:
+    valid = "a Hugging Face config.json (a JSON mapping), path relative to the inventory directory"
+    try:
+        if os.path.getsize(path) > MAX_CONFIG_BYTES:
+            return None, f"{path} is larger than {MAX_CONFIG_BYTES} bytes, not a config.json; valid: {valid}"
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        return None, f"cannot read {path}: {e.strerror}; valid: {valid}"
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        doc = _yaml(text)  # a YAML file of the same fields is accepted too
+        if doc is None:
+            return None, f"{path} is not valid JSON: {e}; valid: {valid}"
+    if not isinstance(doc, dict):
+        return None, f"{path} holds a {type(doc).__name__}, not a mapping; valid: {valid}"
+    return doc, None
+
+
+def load(models: list, inventory_dir: str | None) -> list[tuple[str, str]]:
+    """Replace every ``architecture`` path by the config it names (in place); the errors by path."""
+    errors = []
+    base = inventory_dir or os.getcwd()
+    for i, m in enumerate(models or []):
+        arch = m.get("architecture") if isinstance(m, dict) else None
+        if not isinstance(arch, str):
+            continue
+        path = arch if os.path.isabs(arch) else os.path.normpath(os.path.join(base, arch))
+        doc, err = _read(path)
+        if err:
+            errors.append((f"models[{i}].architecture", err))
+            continue
+        m["architecture_file"] = path
+        m["architecture"] = json.loads(json.dumps(doc))  # plain data (a cached plan's key is its JSON)
+    return errors
+
+
+def planner_fields(model: dict) -> dict:
+    """The planner inputs of a site model that the catalog would otherwise give."""
+    out = {}
+    if model.get("architecture") is not None:
+        out["model_architecture"] = model["architecture"]
+        if model.get("quantization") is not None:
+            out["model_quantization"] = model["quantization"]
+    uri = (model.get("artifact") or {}).get("uri")
+    if uri:
+        out["artifact"] = uri
+    return out
+
+
+def field_path(field: str, index: int) -> str | None:
+    """The inventory path of a planner input this module maps (None: not one of these)."""
+    if field == "model_architecture" or field.startswith("model_architecture."):
+        return f"models[{index}].architecture" + field[len("model_architecture") :]
+    if field in ("model_quantization", "quantization"):
+        return f"models[{index}].quantization"
+    if field == "artifact":
+        return f"models[{index}].artifact.uri"
+    return None
