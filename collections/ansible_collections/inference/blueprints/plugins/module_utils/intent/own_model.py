@@ -15,6 +15,23 @@ import os
 # the inventory directory of the host (Ansible's magic variable, passed along with the site's values)
 INVENTORY_DIR = "inventory_dir"
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; refuse to read a weights file named by mistake
+# files an inventory directory holds that Ansible does not parse as inventory: ansible-core's default
+# INVENTORY_IGNORE_EXTS (REJECT_EXTS + .orig .ini .cfg .retry); hidden names are always skipped
+_ANSIBLE_SKIPS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".ini", ".cfg", ".retry")
+
+
+def _parsed_as_inventory(path: str, inventory_dir: str | None) -> bool:
+    """Whether Ansible reads ``path`` as an inventory source too (a file under the inventory directory that is
+    not hidden and not of an extension it skips)."""
+    if not inventory_dir:
+        return False
+    rel = os.path.relpath(path, os.path.abspath(inventory_dir))
+    if rel.startswith(os.pardir + os.sep) or rel == os.pardir or os.path.isabs(rel):
+        return False
+    parts = rel.split(os.sep)
+    if any(p.startswith(".") or p in ("host_vars", "group_vars", "vars_plugins") for p in parts):
+        return False
+    return not parts[-1].endswith(_ANSIBLE_SKIPS)
 
 
 def _yaml(text: str):
@@ -55,6 +72,17 @@ def load(models: list, inventory_dir: str | None) -> list[tuple[str, str]]:
         if not isinstance(arch, str):
             continue
         path = arch if os.path.isabs(arch) else os.path.normpath(os.path.join(base, arch))
+        if _parsed_as_inventory(path, inventory_dir):
+            errors.append(
+                (
+                    f"models[{i}].architecture",
+                    f"{arch} lies inside the inventory directory {inventory_dir}, and Ansible reads every file under "
+                    "the inventory directory as inventory (a config.json there turns into groups and warnings); "
+                    f"valid: a path outside it (e.g. ../models/{os.path.basename(path)}), under a directory whose "
+                    "name starts with '.', or the config's fields inline",
+                )
+            )
+            continue
         doc, err = _read(path)
         if err:
             errors.append((f"models[{i}].architecture", err))
