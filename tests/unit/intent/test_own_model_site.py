@@ -19,49 +19,9 @@ import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
-ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ROOT / "tests" / "unit" / "planner" / "configs"
+from tests.own_models import CONFIGS, OWN, ROOT, own_site
+
 BDIR = str(ROOT / "blueprints")
-OWN = {
-    "llama": {
-        "config": "llama-3.1-8b-instruct.json",
-        "id": "Llama-3.1-8B-Instruct",
-        "uri": "hf://meta-llama/Llama-3.1-8B-Instruct",
-    },
-    "mixtral": {
-        "config": "mixtral-8x7b-instruct-v0.1.json",
-        "id": "Mixtral-8x7B-Instruct-v0.1",
-        "uri": "hf://mistralai/Mixtral-8x7B-Instruct-v0.1",
-    },
-}
-
-
-def own_site(tmp_path: Path, which: str, **model_changes) -> Path:
-    """example-chat copied to tmp_path/inv with models[0] replaced by an own model, its config.json next to
-    the inventory (tmp_path/models: Ansible parses every file under an inventory directory as inventory)."""
-    inv = tmp_path / "inv"
-    shutil.copytree(ROOT / "inventories" / "example-chat", inv)
-    own = OWN[which]
-    (tmp_path / "models").mkdir()
-    shutil.copy(CONFIGS / own["config"], tmp_path / "models" / "config.json")
-    site_file = inv / "group_vars" / "all" / "site.yml"
-    site = yaml.safe_load(site_file.read_text())
-    model = site["models"][0]
-    model.update(
-        name=f"{which}-chat",
-        id=own["id"],
-        served_name=own["uri"][len("hf://") :],
-        architecture="../models/config.json",
-        artifact={"uri": own["uri"]},
-        max_model_len=32768,
-    )
-    for k, v in model_changes.items():
-        if v is None:
-            model.pop(k, None)
-        else:
-            model[k] = v
-    site_file.write_text(yaml.safe_dump(site, sort_keys=False))
-    return inv
 
 
 def cli_argv(model: dict, config: Path) -> list[str]:
@@ -97,8 +57,8 @@ def test_site_sizes_its_own_model_as_the_cli_does(tmp_path, capsys, which):
     intent = cli.site_intents(str(inv), BDIR)["chat-east-1"]
     entry = intent["plans"][0]
     site_plan = entry["plan"]
-    assert entry["model"]["architecture_file"] == str(tmp_path / "models" / "config.json")
-    assert cli.main(cli_argv(entry["model"], tmp_path / "models" / "config.json")) == 0
+    assert entry["model"]["architecture_file"] == str(tmp_path / "models" / which / "config.json")
+    assert cli.main(cli_argv(entry["model"], tmp_path / "models" / which / "config.json")) == 0
     cli_plan = json.loads(capsys.readouterr().out)
     assert _comparable(site_plan) == _comparable(cli_plan)
     assert site_plan["model"]["kind"] == ("moe" if which == "mixtral" else "dense")
@@ -130,7 +90,7 @@ def test_own_model_renders_with_engine_args_sized_from_its_config(tmp_path, whic
 def _error(tmp_path: Path, which: str = "llama", config: dict | None = None, **changes) -> str:
     inv = own_site(tmp_path, which, **changes)
     if config is not None:
-        (tmp_path / "models" / "config.json").write_text(json.dumps(config))
+        (tmp_path / "models" / which / "config.json").write_text(json.dumps(config))
     with pytest.raises(cli.CliError) as err:
         cli.site_intents(str(inv), BDIR)
     return str(err.value)
@@ -143,7 +103,7 @@ def test_own_model_without_its_artifact_is_refused(tmp_path):
 
 
 def test_config_path_that_cannot_be_read_is_refused(tmp_path):
-    msg = _error(tmp_path, architecture="../models/nope.json")
+    msg = _error(tmp_path, architecture="../models/llama/nope.json")
     assert "models[0].architecture: cannot read" in msg and "nope.json" in msg
     assert "relative to the inventory directory" in msg
 

@@ -166,8 +166,8 @@ def test_declared_quantization_for_a_config_without_quantization_config():
     p = plan({"model": "llama-awq", "model_architecture": cfg, "model_quantization": "int4", "gpu": "h100"})
     assert p["weights"]["precision"] == "int4"
     with pytest.raises(PlanError) as err:
-        plan({"model": "x", "model_architecture": {**cfg, "quantization_config": AWQ}, "model_quantization": "fp8-block",
-              "gpu": "h100"})  # fmt: skip
+        quantized = {**cfg, "quantization_config": AWQ}
+        plan({"model": "x", "model_architecture": quantized, "model_quantization": "fp8-block", "gpu": "h100"})
     assert err.value.field == "quantization" and "contradicts" in err.value.message
 
 

@@ -219,6 +219,19 @@ def _parse_policy(items: list[str]) -> dict:
     return out
 
 
+def _architecture_file(path: str):
+    """An --architecture file: a Hugging Face config.json (JSON is YAML) or the catalog's fields as YAML."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CliError(f"--architecture: cannot read {path}: {e.strerror}") from None
+    try:
+        return json.loads(text)  # YAML 1.1 would read a config.json's 1e-05 as text
+    except ValueError:
+        return _load_yaml(text, f"--architecture {path}")
+
+
 def explicit_inputs(a: argparse.Namespace) -> dict:
     if not a.model and not a.architecture:
         raise CliError("--model: required (a catalog id such as Qwen3.6-27B) unless --site or --architecture is given")
@@ -238,11 +251,7 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
         "policy_source": source,
     }
     if a.architecture:
-        try:
-            with open(a.architecture, encoding="utf-8") as fh:
-                inp["model_architecture"] = _load_yaml(fh, f"--architecture {a.architecture}")
-        except OSError as e:
-            raise CliError(f"--architecture: cannot read {a.architecture}: {e.strerror}") from None
+        inp["model_architecture"] = _architecture_file(a.architecture)
     for k in (
         "name",
         "gpus_per_node",

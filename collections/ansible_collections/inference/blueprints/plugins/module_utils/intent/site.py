@@ -118,6 +118,22 @@ def _check_render_dir(site: dict, where: str) -> None:
         raise SchemaError([("render_dir", f"{why}; valid: {valid}")], where)
 
 
+def _validated(values: dict, errors: list, where: str, inventory_dir: str | None) -> dict:
+    """The site's values checked against the one schema, its models' catalog ids or own architectures (read
+    from their config.json files); every problem at once."""
+    schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
+    raw_models = values.get("models") if isinstance(values.get("models"), list) else []
+    errors = errors + inventory.own_model_errors(raw_models)  # a catalog id, or an own model with its artifact
+    try:
+        resolved = validate(values, schema, where=where)
+    except SchemaError as e:
+        raise SchemaError(errors + e.errors, where) from None
+    errors += own_model.load(resolved["models"], inventory_dir)
+    if errors:
+        raise SchemaError(errors, where)
+    return resolved
+
+
 def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=()) -> dict:
     """Validate one cluster's variables; return the site with every default filled.
 
@@ -148,16 +164,7 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             value = _pick(hostvars, bdefaults, opt)
             if value is not None:
                 options_in[opt] = value
-    schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
-    raw_models = site_in.get("models") if isinstance(site_in.get("models"), list) else []
-    errors += inventory.own_model_errors(raw_models)  # a catalog id, or an own model with its artifact
-    try:
-        resolved = validate({**site_in, **options_in}, schema, where=where)
-    except SchemaError as e:
-        raise SchemaError(errors + e.errors, where) from None
-    errors += own_model.load(resolved["models"], inventory_dir)
-    if errors:
-        raise SchemaError(errors, where)
+    resolved = _validated({**site_in, **options_in}, errors, where, inventory_dir)
 
     site = {k: resolved[k] for k in inventory.SITE_FIELDS}
     site["host"] = host

@@ -36,7 +36,8 @@ def _online(model: dict, weights: str, source: str, why: str) -> dict:
         raise PlanError(
             "weights",
             f"{weights} weights cannot be served: {have} and vLLM quantizes online only from bf16 to fp8 "
-            f"(--quantization=fp8); valid: {native}" + (", fp8" if native == "bf16" else "")
+            f"(--quantization=fp8); valid: {native}"
+            + (", fp8" if native == "bf16" else "")
             + f", or an artifact that holds {weights} weights",
         )
     return {

@@ -204,8 +204,9 @@ def resolve_model(inputs: dict) -> dict:
         return _explicit_model(arch, mid, inputs.get("model_quantization"))
     if inputs.get("model_quantization") is not None:
         raise PlanError(
-            "quantization", "applies to a model described by its config.json (architecture); a catalog model's "
-            "checkpoint follows weights"
+            "quantization",
+            "applies to a model described by its config.json (architecture); a catalog model's "
+            "checkpoint follows weights",
         )
     if not mid:
         raise PlanError("model", "is required (a catalog id) unless model_architecture is given")

@@ -102,7 +102,8 @@ def _served_checkpoint(run: Run, weights: str) -> None:
     s = checkpoint.served(run.model, weights, n["quantized_checkpoint"], n["artifact"])
     if s["quantization"] == "fp8" and run.model.get("fp8_format", "block") != "channel":
         n["model"] = {**run.model, "fp8_format": "channel"}
-    run.dec.add("checkpoint", s["model"] + (f" --quantization={s['quantization']}" if s["quantization"] else ""), s["why"])
+    flag = f" --quantization={s['quantization']}" if s["quantization"] else ""
+    run.dec.add("checkpoint", s["model"] + flag, s["why"])
 
 
 # --------------------------------------------------------------------------- TP / PP
