@@ -89,3 +89,20 @@ def test_site_artifact_of_the_bf16_repository_is_quantized_at_load():
     intent = build.site_intent("chat-east-1", {**values, "models": [model]}, list(names), [str(root / "blueprints")])
     for pool in (v for v in intent["plans"][0]["plan"]["pools"].values() if v):
         assert not any(a.startswith("--quantization") for a in pool["engine_args"])
+
+
+def test_site_model_without_artifact_serves_the_published_checkpoint_of_its_weights():
+    """A catalog model without artifact.uri: the LLMInferenceService loads the repository that holds the sized
+    weights (it had no uri at all)."""
+    from pathlib import Path
+
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+
+    root = Path(__file__).resolve().parents[3]
+    values, names = cli.load_site_vars(str(root / "inventories" / "example-chat"))["chat-east-1"]
+    model = {k: v for k, v in values["models"][0].items() if k != "artifact"}
+    model["id"] = "Qwen3-30B-A3B"
+    intent = build.site_intent("chat-east-1", {**values, "models": [model]}, list(names), [str(root / "blueprints")])
+    objs = render.render_components(intent["stages"]["serving"], intent)
+    (svc,) = [o for o in objs if o["kind"] == "LLMInferenceService"]
+    assert svc["spec"]["model"]["uri"] == "hf://Qwen/Qwen3-30B-A3B-FP8"

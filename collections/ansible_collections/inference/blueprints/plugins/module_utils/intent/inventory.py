@@ -267,7 +267,8 @@ MODEL = Field(
         "artifact": Field(
             "dict",
             options={"uri": Field("str", required=True, check=_artifact_uri)},
-            doc="where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://)",
+            doc="where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://); a catalog model "
+            "without it loads hf://<its published repository of the planned weights>; required with architecture",
         ),
         "traffic": TRAFFIC,
         "slo": SLO,
