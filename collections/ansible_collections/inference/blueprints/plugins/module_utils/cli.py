@@ -22,7 +22,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import invent
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, hf_config, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
 
 # planner input field -> CLI option (for error messages in explicit mode)
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument(
         "--quantization",
-        choices=("bf16", "fp8-block", "fp8-channel", "int4", "nvfp4"),
+        choices=tuple(hf_config.QUANTIZATIONS),
         help="the checkpoint's precision when its config.json has no quantization_config",
     )
     ex.add_argument("--artifact", metavar="URI", help="what vLLM loads (hf://org/name, pvc://, oci://)")

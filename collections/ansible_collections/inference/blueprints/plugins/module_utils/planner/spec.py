@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 from .data import DEFAULT_VLLM_VERSION
+from .hf_config import QUANTIZATIONS
 
 ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "model_architecture": {"type": "dict"},
-    "model_quantization": {"type": "str", "choices": ["bf16", "fp8-block", "fp8-channel", "int4", "nvfp4"]},
+    "model_quantization": {"type": "str", "choices": list(QUANTIZATIONS)},
     "artifact": {"type": "str"},
     "name": {"type": "str"},
     "blueprint": {"type": "str", "default": "chat"},
