@@ -30,7 +30,6 @@ PUBLISHED = {
     ("Qwen3-30B-A3B", "fp8"): "Qwen/Qwen3-30B-A3B-FP8",
     ("DeepSeek-V3", "fp8"): "deepseek-ai/DeepSeek-V3",  # FP8 is its native precision
 }
-NATIVE_16 = {k[0]: v for k, v in PUBLISHED.items() if k[1] == "bf16"}
 CASES = [(m, w) for m in data.models() for w in ("bf16", "fp8", "fp4")]
 
 
@@ -62,13 +61,16 @@ def test_printed_serve_line_serves_the_sized_weights(model, weights):
         quant = [f for f in flags if f.startswith("--quantization")]
         if (model, weights) in PUBLISHED:
             assert served == PUBLISHED[(model, weights)] and not quant, (served, quant)
-        elif weights == "fp8" and model in NATIVE_16:
-            # no FP8 repository known: the BF16 one, quantized by vLLM at load
-            assert served == NATIVE_16[model] and quant == ["--quantization=fp8"], (served, quant)
         else:
             # no repository holds these weights: none may be named as if it did
             assert served not in PUBLISHED.values() and served.startswith("<"), served
             assert not quant
+
+
+def test_a_bf16_checkpoint_sized_as_fp8_is_quantized_at_load():
+    p = plan({"model": "Qwen3-30B-A3B", "gpu": "h100", "weights": "fp8", "quantized_checkpoint": False})
+    (argv,) = _serve_lines(p)
+    assert argv[2] == "Qwen/Qwen3-30B-A3B" and "--quantization=fp8" in argv
 
 
 def test_site_artifact_of_the_bf16_repository_is_quantized_at_load():

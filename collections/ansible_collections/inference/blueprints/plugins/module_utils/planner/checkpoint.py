@@ -83,8 +83,9 @@ def _served(model: dict, weights: str, quantized_checkpoint: bool, artifact: str
     base = repos.get(native) or model["id"]
     if quantized_checkpoint and weights in repos:
         return {"model": repos[weights], "quantization": None, "why": f"the published {weights} checkpoint"}
-    if quantized_checkpoint and weights != ONLINE and not model.get("checkpoint_quantization"):
-        # no published checkpoint known: name what is needed, never a repository that may not exist
+    if quantized_checkpoint and not model.get("checkpoint_quantization"):
+        # the caller states a checkpoint of these weights exists but none is known: name what is needed (priced as
+        # the model's fp8_format says), never a repository that may not exist
         return {
             "model": f"<a {weights} checkpoint of {base}>",
             "quantization": None,
@@ -92,8 +93,6 @@ def _served(model: dict, weights: str, quantized_checkpoint: bool, artifact: str
         }
     if model.get("checkpoint_quantization"):
         reason = f"the checkpoint its config.json describes holds {model.get('native_dtype', 'bf16')} weights"
-    elif quantized_checkpoint:
-        reason = "no published FP8 checkpoint in the catalog"
     else:
         reason = "quantized_checkpoint: false"
     return _online(model, weights, base, reason)
