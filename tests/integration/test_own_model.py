@@ -2,7 +2,8 @@
 
 The example chat site, copied, serves Llama-3.1-8B-Instruct (dense) and Mixtral-8x7B-Instruct-v0.1
 (MoE), each named by its published config.json next to the inventory. Its serving stage converges
-through the real playbook: KServe's admission takes both LLMInferenceServices, their artifacts and
+through the real playbook: the API server (and KServe's controller with KCP_KSERVE=1) takes both
+LLMInferenceServices, their artifacts and
 served names are the site's, their engine arguments are the plan's (FP8 quantized by vLLM at load:
 --quantization=fp8, the BF16 checkpoints sized as FP8), and a second run changes nothing.
 """
