@@ -95,7 +95,8 @@ def _pinned(rule: Field) -> Field:
     return dataclasses.replace(rule, check=_pinned_image)
 
 
-def _model_id(value: str) -> str | None:
+def catalog_id_error(value: str) -> str | None:
+    """Why ``value`` is not a model catalog id (None: it is one)."""
     models = catalog.models()
     if value in models:
         return None
@@ -202,38 +203,6 @@ def _architecture(value) -> str | None:
     )
 
 
-def own_model_errors(models: list, index_base: str = "models") -> list[tuple[str, str]]:
-    """The rules between a model's keys: a catalog id, or a model described by its architecture (config.json),
-    which then needs the artifact vLLM loads (the catalog knows no repository for it)."""
-    errors = []
-    for i, m in enumerate(models or []):
-        if not isinstance(m, dict):
-            continue
-        where = f"{index_base}[{i}]"
-        if m.get("architecture") is None:
-            if isinstance(m.get("id"), str):
-                msg = _model_id(m["id"])
-                if msg:
-                    errors.append((f"{where}.id", msg + "; or describe the model with architecture: <config.json>"))
-            if m.get("quantization") is not None:
-                errors.append(
-                    (
-                        f"{where}.quantization",
-                        "applies to a model described by architecture (its config.json); a catalog model's "
-                        "checkpoint follows weights and artifact",
-                    )
-                )
-        elif not (m.get("artifact") or {}).get("uri"):
-            errors.append(
-                (
-                    f"{where}.artifact.uri",
-                    "required for a model outside the catalog (architecture given): the checkpoint vLLM loads; "
-                    "valid: hf://<org>/<name>, pvc://<claim>/<path>, oci://<image>@sha256:<digest>",
-                )
-            )
-    return errors
-
-
 MODEL = Field(
     "dict",
     options={
@@ -244,7 +213,7 @@ MODEL = Field(
             pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
             max_length=MODEL_NAME_MAX,
         ),
-        # a catalog id, checked with the other keys of the model (own_model_errors): a model given by architecture
+        # a catalog id, checked with the other keys of the model (own_model.model_errors): a model given by architecture
         # is named freely
         "id": Field("str", required=True, doc=_model_id_doc),
         "architecture": Field(

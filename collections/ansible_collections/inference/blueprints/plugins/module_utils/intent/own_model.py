@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+from . import inventory
+
 # the inventory directory of the host (Ansible's magic variable, passed along with the site's values)
 INVENTORY_DIR = "inventory_dir"
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; refuse to read a weights file named by mistake
@@ -114,3 +116,35 @@ def field_path(field: str, index: int) -> str | None:
     if field == "artifact":
         return f"models[{index}].artifact.uri"
     return None
+
+
+def model_errors(models: list, index_base: str = "models") -> list[tuple[str, str]]:
+    """The rules between a model's keys: a catalog id, or a model described by its architecture (config.json),
+    which then needs the artifact vLLM loads (the catalog knows no repository for it)."""
+    errors = []
+    for i, m in enumerate(models or []):
+        if not isinstance(m, dict):
+            continue
+        where = f"{index_base}[{i}]"
+        if m.get("architecture") is None:
+            if isinstance(m.get("id"), str):
+                msg = inventory.catalog_id_error(m["id"])
+                if msg:
+                    errors.append((f"{where}.id", msg + "; or describe the model with architecture: <config.json>"))
+            if m.get("quantization") is not None:
+                errors.append(
+                    (
+                        f"{where}.quantization",
+                        "applies to a model described by architecture (its config.json); a catalog model's "
+                        "checkpoint follows weights and artifact",
+                    )
+                )
+        elif not (m.get("artifact") or {}).get("uri"):
+            errors.append(
+                (
+                    f"{where}.artifact.uri",
+                    "required for a model outside the catalog (architecture given): the checkpoint vLLM loads; "
+                    "valid: hf://<org>/<name>, pvc://<claim>/<path>, oci://<image>@sha256:<digest>",
+                )
+            )
+    return errors

@@ -123,7 +123,7 @@ def _validated(values: dict, errors: list, where: str, inventory_dir: str | None
     from their config.json files); every problem at once."""
     schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
     raw_models = values.get("models") if isinstance(values.get("models"), list) else []
-    errors = errors + inventory.own_model_errors(raw_models)  # a catalog id, or an own model with its artifact
+    errors = errors + own_model.model_errors(raw_models)  # a catalog id, or an own model with its artifact
     try:
         resolved = validate(values, schema, where=where)
     except SchemaError as e:
