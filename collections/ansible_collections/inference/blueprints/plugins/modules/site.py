@@ -50,101 +50,114 @@ notes:
     in docs/glossary.md."
   - "C(blueprint) (str, required); name of a data file in blueprints/; example ai_grid (inventories/example-ai-grid);
     blueprints: every."
-  - "C(site_name) (str, required); valid: a DNS-1123 label (lower case letters, digits and '-', starting and ending
-    alphanumeric); at most 63 characters; example example-ai-grid (inventories/example-ai-grid); blueprints: every."
+  - "C(site_name) (str, required); the site's name: labels, ownership and default directories; valid: a DNS-1123 label
+    (lower case letters, digits and '-', starting and ending alphanumeric); at most 63 characters; example
+    example-ai-grid (inventories/example-ai-grid); blueprints: every."
   - "C(delivery) (str); apply to the clusters, render object files, or write a GitOps repository tree; default apply;
     valid: one of apply, render, gitops; example apply (inventories/example-ai-grid); blueprints: ai_grid, batch,
     chat, edge_sno, rag, sovereign_burst."
   - "C(render_dir) (path); delivery=render/gitops: output directory (default render/<site_name>); blueprints: any."
   - "C(report_dir) (path); where plan.yml writes the sizing report (default reports/<site_name>); blueprints: any."
-  - "C(serving_namespace) (str); default llm-serving; valid: a DNS-1123 label (lower case letters, digits and '-',
-    starting and ending alphanumeric); at most 63 characters; example llm-grid (inventories/example-ai-grid);
-    blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(serving_namespace) (str); the namespace the models are served in (not default, kube-* or openshift-*); default
+    llm-serving; valid: a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric); at
+    most 63 characters; example llm-grid (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno,
+    rag, sovereign_burst."
   - "C(blueprints_dir) (path); directory of the blueprint data files; blueprints: any."
   - "C(hardware) (dict, required); the cluster's GPU pools: gpu, gpus_per_node, nodes, interconnect, decode_*; example
     {gpu: h100, gpus_per_node: 4, nodes: 6, interconnect: rdma} (inventories/example-ai-grid); blueprints: every."
-  - "C(hardware.gpu) (str, required); example h100 (inventories/example-ai-grid); blueprints: every."
-  - "C(hardware.gpus_per_node) (int, required); valid: >= 1; example 4 (inventories/example-ai-grid); blueprints:
-    every."
-  - "C(hardware.nodes) (int, required); valid: >= 1; example 6 (inventories/example-ai-grid); blueprints: every."
-  - "C(hardware.interconnect) (str); default nvlink; valid: one of nvlink, rdma, ethernet; example rdma
-    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(hardware.gpu) (str, required); the GPU of the nodes: h100, h200, b200, a100-80gb, l40s, mi300x, rtx-pro-6000;
+    example h100 (inventories/example-ai-grid); blueprints: every."
+  - "C(hardware.gpus_per_node) (int, required); GPUs of one node; valid: >= 1; example 4
+    (inventories/example-ai-grid); blueprints: every."
+  - "C(hardware.nodes) (int, required); GPU nodes of the cluster; valid: >= 1; example 6
+    (inventories/example-ai-grid); blueprints: every."
+  - "C(hardware.interconnect) (str); between the nodes' GPUs: nvlink (one node only), rdma, ethernet; default nvlink;
+    valid: one of nvlink, rdma, ethernet; example rdma (inventories/example-ai-grid); blueprints: ai_grid, batch,
+    chat, edge_sno, rag, sovereign_burst."
   - "C(hardware.rdma_fabric) (str); with interconnect rdma: RoCE (Ethernet; pods get the RDMA secondary network and
     GID detection) or InfiniBand; default roce; valid: one of roce, infiniband; blueprints: any."
-  - "C(hardware.decode_gpu) (str); blueprints: any."
-  - "C(hardware.decode_gpus_per_node) (int); valid: >= 1; blueprints: any."
-  - "C(hardware.decode_nodes) (int); valid: >= 1; blueprints: any."
+  - "C(hardware.decode_gpu) (str); a second node pool for the P/D decode engines: its GPU; blueprints: any."
+  - "C(hardware.decode_gpus_per_node) (int); GPUs of one decode node (default: gpus_per_node); valid: >= 1;
+    blueprints: any."
+  - "C(hardware.decode_nodes) (int); decode nodes (default 1); valid: >= 1; blueprints: any."
   - "C(models) (list of dict, required); valid: at least 1 item(s); blueprints: every."
-  - "C(models[].name) (str, required); valid: a DNS-1123 label (lower case letters, digits and '-', starting and
-    ending alphanumeric); at most 38 characters; example qwen-27b (inventories/example-ai-grid); blueprints: every."
+  - "C(models[].name) (str, required); the model's Kubernetes name (its LLMInferenceService and pods); valid: a
+    DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric); at most 38 characters;
+    example qwen-27b (inventories/example-ai-grid); blueprints: every."
   - "C(models[].id) (str, required); a model catalog id: Qwen3.6-27B, Qwen3.5-35B-A3B, Qwen3.5-397B-A17B,
     Llama-3.3-70B-Instruct, Qwen3-30B-A3B, DeepSeek-V3; example Qwen3.6-27B (inventories/example-ai-grid); blueprints:
     every."
   - "C(models[].served_name) (str); the model name clients send (default: the catalog's Hugging Face repository);
     blueprints: any."
-  - "C(models[].weights) (str); valid: one of auto, bf16, fp8, fp4, nvfp4, bfloat16; example fp8
-    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].kv_cache_dtype) (str); valid: one of auto, bfloat16, fp8, nvfp4, bf16, fp4, fp8_e4m3; example fp8
-    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].max_model_len) (int); valid: >= 1; example 32768 (inventories/example-ai-grid); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].contexts) (list of int); valid: at least 1 item(s); example [4096, 16384] (inventories/example-batch);
-    blueprints: batch, chat, edge_sno, rag."
-  - "C(models[].gpu_memory_utilization) (float); valid: > 0; <= 1; blueprints: any."
+  - "C(models[].weights) (str); precision of the weights (default auto: the first the blueprint allows that the GPU
+    runs and fits); valid: one of auto, bf16, fp8, fp4, nvfp4, bfloat16; example fp8 (inventories/example-ai-grid);
+    blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].kv_cache_dtype) (str); precision of the KV cache (auto: the model's; unset: the planner decides);
+    valid: one of auto, bfloat16, fp8, nvfp4, bf16, fp4, fp8_e4m3; example fp8 (inventories/example-ai-grid);
+    blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].max_model_len) (int); longest context (prompt + output) an engine accepts, tokens; valid: >= 1;
+    example 32768 (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].contexts) (list of int); context lengths the plan reports the sessions that fit for; valid: at least 1
+    item(s); example [4096, 16384] (inventories/example-batch); blueprints: batch, chat, edge_sno, rag."
+  - "C(models[].gpu_memory_utilization) (float); share of GPU memory vLLM may use (default 0.92); valid: > 0; <= 1;
+    blueprints: any."
   - "C(models[].artifact) (dict); where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://); example
     {uri: 'pvc://models-qwen3-6-27b/Qwen3.6-27B-FP8'} (inventories/example-ai-grid); blueprints: ai_grid, batch, chat,
     edge_sno, rag, sovereign_burst."
-  - "C(models[].artifact.uri) (str, required); example \"pvc://models-qwen3-6-27b/Qwen3.6-27B-FP8\"
-    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].artifact.uri) (str, required); the weights' location; example
+    \"pvc://models-qwen3-6-27b/Qwen3.6-27B-FP8\" (inventories/example-ai-grid); blueprints: ai_grid, batch, chat,
+    edge_sno, rag, sovereign_burst."
   - "C(models[].traffic) (dict); traffic shape: prompt/output token means and p95s, concurrent_sessions,
     arrival_rate_rps; blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.prompt_tokens_mean) (int); valid: >= 1; example 1500 (inventories/example-ai-grid);
-    blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.prompt_tokens_p95) (int); valid: >= 1; example 6000 (inventories/example-ai-grid); blueprints:
-    ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.output_tokens_mean) (int); valid: >= 1; example 300 (inventories/example-ai-grid); blueprints:
-    ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.output_tokens_p95) (int); valid: >= 1; example 1000 (inventories/example-ai-grid); blueprints:
-    ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.concurrent_sessions) (int); valid: >= 1; example 400 (inventories/example-ai-grid);
-    blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(models[].traffic.arrival_rate_rps) (float); valid: > 0; example 12 (inventories/example-ai-grid); blueprints:
-    ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.prompt_tokens_mean) (int); mean prompt length, tokens; valid: >= 1; example 1500
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.prompt_tokens_p95) (int); 95th percentile prompt length, tokens; valid: >= 1; example 6000
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.output_tokens_mean) (int); mean output length, tokens; valid: >= 1; example 300
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.output_tokens_p95) (int); 95th percentile output length, tokens; valid: >= 1; example 1000
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.concurrent_sessions) (int); sessions open at once at peak; valid: >= 1; example 400
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(models[].traffic.arrival_rate_rps) (float); requests per second at peak (Poisson arrivals); valid: > 0; example
+    12 (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
   - "C(models[].slo) (dict); service level objectives in milliseconds; example {ttft_p95_ms: 3000, tpot_p95_ms: 80}
     (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag."
-  - "C(models[].slo.ttft_p95_ms) (float); valid: > 0; example 3000 (inventories/example-ai-grid); blueprints: ai_grid,
-    batch, chat, edge_sno, rag."
-  - "C(models[].slo.tpot_p95_ms) (float); valid: > 0; example 80 (inventories/example-ai-grid); blueprints: ai_grid,
-    batch, chat, edge_sno, rag."
+  - "C(models[].slo.ttft_p95_ms) (float); time to first token, 95th percentile, ms; valid: > 0; example 3000
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag."
+  - "C(models[].slo.tpot_p95_ms) (float); time per output token, 95th percentile, ms; valid: > 0; example 80
+    (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno, rag."
   - "C(models[].policy) (dict); planner policy overrides for this model (docs/planner.md); example
     {tool_calling_heavy: false} (inventories/example-chat); blueprints: chat."
   - "C(models[].hardware) (dict); the node pool this model runs on, when not the site's hardware (gpu, gpus_per_node,
     nodes); blueprints: any."
-  - "C(models[].hardware.gpu) (str, required); blueprints: any."
-  - "C(models[].hardware.gpus_per_node) (int, required); valid: >= 1; blueprints: any."
-  - "C(models[].hardware.nodes) (int, required); valid: >= 1; blueprints: any."
+  - "C(models[].hardware.gpu) (str, required); the GPU of the pool's nodes; blueprints: any."
+  - "C(models[].hardware.gpus_per_node) (int, required); GPUs of one node of the pool; valid: >= 1; blueprints: any."
+  - "C(models[].hardware.nodes) (int, required); nodes of the pool; valid: >= 1; blueprints: any."
   - "C(models[].hardware.interconnect) (str); default: hardware.interconnect; valid: one of nvlink, rdma, ethernet;
     blueprints: any."
-  - "C(priority_classes) (list of dict); example [{name: gold, priority: 100}, {name: silver, priority: 50}, {name:
-    bronze, priority: 0}] (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, rag, sovereign_burst."
-  - "C(priority_classes[].name) (str, required); valid: a DNS-1123 label (lower case letters, digits and '-', starting
-    and ending alphanumeric); at most 63 characters; example gold (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, rag, sovereign_burst."
-  - "C(priority_classes[].priority) (int, required); example 100 (blueprints/ai_grid.yml); blueprints: ai_grid, batch,
-    chat, rag, sovereign_burst."
+  - "C(priority_classes) (list of dict); request priorities of the llm-d scheduler (one InferenceObjective each):
+    name, priority; example [{name: gold, priority: 100}, {name: silver, priority: 50}, {name: bronze, priority: 0}]
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, rag, sovereign_burst."
+  - "C(priority_classes[].name) (str, required); the class requests name in their objective header; valid: a DNS-1123
+    label (lower case letters, digits and '-', starting and ending alphanumeric); at most 63 characters; example gold
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, rag, sovereign_burst."
+  - "C(priority_classes[].priority) (int, required); higher is served first; negative is shed first; example 100
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, rag, sovereign_burst."
   - "C(scorer_weights) (dict); llm-d scheduler scorer weights; example {prefix_cache: 1, queue: 3, kv_cache: 2}
     (blueprints/batch.yml); blueprints: batch."
   - "C(scorer_weights.prefix_cache) (float); default 3; valid: >= 0; example 1 (blueprints/batch.yml); blueprints:
     batch."
   - "C(scorer_weights.queue) (float); default 2; valid: >= 0; example 3 (blueprints/batch.yml); blueprints: batch."
   - "C(scorer_weights.kv_cache) (float); default 2; valid: >= 0; example 2 (blueprints/batch.yml); blueprints: batch."
-  - "C(autoscaling_trigger) (dict); example {queue_threshold: 8, cooldown_seconds: 900} (blueprints/batch.yml);
-    blueprints: batch."
-  - "C(autoscaling_trigger.queue_threshold) (float); default 4; valid: > 0; example 8 (blueprints/batch.yml);
-    blueprints: batch."
-  - "C(autoscaling_trigger.cooldown_seconds) (int); default 300; valid: >= 0; example 900 (blueprints/batch.yml);
-    blueprints: batch."
-  - "C(spot_tolerations) (list of dict); blueprints: batch."
+  - "C(autoscaling_trigger) (dict); KEDA scaling of the engines on the scheduler's queue; example {queue_threshold: 8,
+    cooldown_seconds: 900} (blueprints/batch.yml); blueprints: batch."
+  - "C(autoscaling_trigger.queue_threshold) (float); queued requests per replica that add one; default 4; valid: > 0;
+    example 8 (blueprints/batch.yml); blueprints: batch."
+  - "C(autoscaling_trigger.cooldown_seconds) (int); seconds before a replica is removed; default 300; valid: >= 0;
+    example 900 (blueprints/batch.yml); blueprints: batch."
+  - "C(spot_tolerations) (list of dict); tolerations of the engine pods (spot or preemptible nodes); blueprints:
+    batch."
   - "C(spot_tolerations[].key) (str); example node.kubernetes.io/lifecycle (blueprints/batch.yml); blueprints: batch."
   - "C(spot_tolerations[].operator) (str); valid: one of Exists, Equal; example Equal (blueprints/batch.yml);
     blueprints: batch."
@@ -165,24 +178,24 @@ notes:
   - "C(slo) (dict); fallback SLO for models without their own (usually a blueprint default); example {ttft_p95_ms:
     1500, tpot_p95_ms: 60} (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag,
     sovereign_burst."
-  - "C(slo.ttft_p95_ms) (float); valid: > 0; example 1500 (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat,
-    edge_sno, rag, sovereign_burst."
-  - "C(slo.tpot_p95_ms) (float); valid: > 0; example 60 (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat,
-    edge_sno, rag, sovereign_burst."
+  - "C(slo.ttft_p95_ms) (float); time to first token, 95th percentile, ms; valid: > 0; example 1500
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(slo.tpot_p95_ms) (float); time per output token, 95th percentile, ms; valid: > 0; example 60
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
   - "C(traffic) (dict); fallback traffic for models without their own (usually a blueprint default); blueprints:
     ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.prompt_tokens_mean) (int); valid: >= 1; example 1500 (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.prompt_tokens_p95) (int); valid: >= 1; example 8000 (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.output_tokens_mean) (int); valid: >= 1; example 300 (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.output_tokens_p95) (int); valid: >= 1; example 1000 (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.concurrent_sessions) (int); valid: >= 1; example 500 (blueprints/ai_grid.yml); blueprints: ai_grid,
-    batch, chat, edge_sno, rag, sovereign_burst."
-  - "C(traffic.arrival_rate_rps) (float); valid: > 0; blueprints: ai_grid, batch, chat, edge_sno, rag,
-    sovereign_burst."
+  - "C(traffic.prompt_tokens_mean) (int); mean prompt length, tokens; valid: >= 1; example 1500
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(traffic.prompt_tokens_p95) (int); 95th percentile prompt length, tokens; valid: >= 1; example 8000
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(traffic.output_tokens_mean) (int); mean output length, tokens; valid: >= 1; example 300
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(traffic.output_tokens_p95) (int); 95th percentile output length, tokens; valid: >= 1; example 1000
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(traffic.concurrent_sessions) (int); sessions open at once at peak; valid: >= 1; example 500
+    (blueprints/ai_grid.yml); blueprints: ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
+  - "C(traffic.arrival_rate_rps) (float); requests per second at peak (Poisson arrivals); valid: > 0; blueprints:
+    ai_grid, batch, chat, edge_sno, rag, sovereign_burst."
   - "C(tenants) (list of dict); AI grid tenants: name, tier, models, tokens_per_minute, credential {secret};
     blueprints: ai_grid."
   - "C(tenants[].name) (str, required); valid: a DNS-1123 label (lower case letters, digits and '-', starting and
