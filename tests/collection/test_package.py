@@ -130,6 +130,33 @@ def test_every_example_renders_from_the_installed_collection(installed, clone_re
     assert out["sites"] == clone_render
 
 
+# the site playbook with delivery=render, from each install: the playbooks, the action plugins and the Lua files
+# they read (the wheel: every example, the path `pip install .` broke; the tarball: the AI grid, whose gateway reads
+# tiers.lua; tests/collection/test_installed.py converges another example from it on a cluster)
+PLAYBOOK_RENDERS = [("wheel", Path(i).name) for i in INVENTORIES] + [("galaxy", "example-ai-grid")]
+
+
+@pytest.mark.parametrize(("kind", "example"), PLAYBOOK_RENDERS)
+def test_the_site_playbook_renders_an_example_from_the_installed_collection(installed, kind, example, tmp_path):
+    python, _where = installed[kind]
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON")) and k != "K8S_AUTH_KUBECONFIG"
+    }
+    env.update(
+        ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),  # kubernetes.core; this collection: sys.path
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+    )
+    render_dir = tmp_path / "render"
+    site = [python, "-m", "ansible", "playbook", "-i", ROOT / "inventories" / example, "inference.blueprints.site"]
+    extra = ["-e", f"delivery=render render_dir={render_dir} report_dir={tmp_path / 'reports'}"]
+    run = _run([*site, *extra], env=env, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "failed=0" in run.stdout
+    assert any(render_dir.rglob("*.yaml")), "nothing rendered"
+
+
 def test_an_incomplete_collection_fails_before_a_file_is_written(tmp_path):
     """The render of a site whose collection lacks a file a template reads (the ai_gateway role's Lua filter, as
     the old wheel did) stops before its platform stage renders anything, and names the file."""
