@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
-from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+from ansible_collections.inference.blueprints.plugins.plugin_utils import (  # noqa: F401
+    converge,  # imported before a test installs Ansible's collection finder (cli.main imports it lazily)
+    render,
+)
 
 from tests.own_models import CONFIGS, OWN, ROOT, own_site
 

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, data, hf_config, plan
+from ansible_collections.inference.blueprints.plugins.plugin_utils import (  # noqa: F401
+    converge,  # imported before a test installs Ansible's collection finder (cli.main imports it lazily)
+)
 
 CONFIGS = Path(__file__).parent / "configs"
 LLAMA = CONFIGS / "llama-3.1-8b-instruct.json"
