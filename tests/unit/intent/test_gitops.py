@@ -306,14 +306,6 @@ def test_two_clusters_with_one_destination_are_refused_before_anything_is_writte
     assert not list(tmp_path.iterdir())
 
 
-def test_a_rewrite_removes_the_combined_root_of_earlier_releases(tmp_path):
-    _, _, root = _tree("example-sovereign-burst", tmp_path)
-    stale = root / "argocd" / "kustomization.yaml"
-    stale.write_text("resources: [onprem-fra-1.yaml, burst-aws-1.yaml]\n")
-    _, results, _ = _tree("example-sovereign-burst", tmp_path)
-    assert not stale.exists() and {"path": str(stale), "action": "deleted"} in results
-
-
 @pytest.mark.parametrize("site", EXAMPLES)
 def test_a_namespace_the_tree_creates_syncs_before_every_object_in_it(site, tmp_path):
     """A namespaced object fails its sync while its namespace does not exist (Argo CD retries, the wave waits):
