@@ -96,3 +96,10 @@ def test_a_gitops_path_that_leaves_the_repository_is_refused(tmp_path):
     extra = {**GITOPS, "render_dir": str(tmp_path), "gitops": {**GITOPS["gitops"], "path": "../other-repo"}}
     msg = _refused(INVENTORIES / "example-chat", extra)
     assert "gitops.path: '../other-repo' leaves the repository" in msg
+
+
+def test_report_dir_inside_the_inventory_is_refused(tmp_path):
+    site = tmp_path / "example-chat"
+    shutil.copytree(INVENTORIES / "example-chat", site)
+    msg = _refused(site, {"report_dir": str(site / "reports")})
+    assert f"report_dir: {site / 'reports'} is inside the inventory directory {site}" in msg

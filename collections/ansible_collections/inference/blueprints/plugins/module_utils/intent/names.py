@@ -11,8 +11,8 @@ when a site is validated (``site.resolve``), before anything is written.
   of the tree: every string of the site's variables that is a URI with userinfo is refused, the message
   says where the credential belongs and never shows it. This runs on the raw values, before the fields'
   own checks, some of which echo a value they refuse.
-* render_dir inside an inventory directory of the run makes the next run read the rendered files as
-  inventory.
+* render_dir (and report_dir) inside an inventory directory of the run makes the next run read the written
+  files as inventory.
 
 The writer (module_utils/render_tree.py) keeps every path under its root as the last guard.
 """
@@ -106,20 +106,23 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def render_dir_errors(site: dict, inventory_dirs) -> list[tuple[str, str]]:
-    """render_dir (delivery render/gitops) inside an inventory directory of the run: refused."""
-    if site["delivery"] not in ("render", "gitops"):
-        return []
-    for inv in sorted({os.path.abspath(d) for d in inventory_dirs if d}):
-        if _inside(site["render_dir"], inv):
-            return [
+    """render_dir (delivery render/gitops) or report_dir inside an inventory directory of the run: refused. Ansible
+    reads every file of an inventory directory (YAML and JSON reports and objects included) as inventory."""
+    fields = ["render_dir"] if site["delivery"] in ("render", "gitops") else []
+    out = []
+    for field in [*fields, "report_dir"]:
+        inside = [inv for inv in sorted({os.path.abspath(d) for d in inventory_dirs if d}) if _inside(site[field], inv)]
+        if inside:
+            default = "render/<site_name>" if field == "render_dir" else "reports/<site_name>"
+            out.append(
                 (
-                    "render_dir",
-                    f"{os.path.abspath(site['render_dir'])} is inside the inventory directory {inv}: the next run "
-                    "would read every rendered file there as inventory; valid: a directory outside every inventory "
-                    "directory (default render/<site_name>, relative to the working directory)",
+                    field,
+                    f"{os.path.abspath(site[field])} is inside the inventory directory {inside[0]}: the next run "
+                    f"would read every file written there as inventory; valid: a directory outside every inventory "
+                    f"directory (default {default}, relative to the working directory)",
                 )
-            ]
-    return []
+            )
+    return out
 
 
 def gitops_path_errors(site: dict) -> list[tuple[str, str]]:
