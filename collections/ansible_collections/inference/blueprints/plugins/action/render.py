@@ -54,15 +54,17 @@ class ActionModule(intents_mod.IntentAction):
                 }
                 if args["write"] and intent["site"]["delivery"] in ("render", "gitops"):
                     # one directory per cluster under the site's render_dir
-                    # the tree writer owns only what it wrote (module_utils/render_tree.py); a whole stage is
-                    # written in full, so its files of objects no longer rendered are removed
+                    # the tree writer owns only what it wrote (module_utils/render_tree.py); the whole serving
+                    # stage is written in full, so its files of objects no longer rendered are removed (the
+                    # platform stage's files are the platform action's, scope "platform")
+                    whole = args["stage"] == "serving"
                     written, results, _diffs, host_changed = apply_mod.render_tree(
                         objects,
                         os.path.join(intent["site"]["render_dir"], host),
                         intent["serving"]["namespace"],
                         self._task.check_mode,
-                        scope=args["stage"] or "components",
-                        prune=bool(args["stage"]),
+                        scope="serving" if whole else "components",
+                        prune=whole,
                     )
                     changed |= host_changed
                     files.extend(r["path"] for r in written if r["action"] != "removed")
