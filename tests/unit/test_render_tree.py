@@ -87,3 +87,11 @@ def test_a_file_holding_exactly_the_renders_bytes_is_taken_over(tmp_path):
         {"path": str(tmp_path / "a.yaml"), "action": "unchanged"}
     ]
     assert "serving a.yaml" in (tmp_path / MANIFEST).read_text()
+
+
+def test_a_file_where_the_tree_needs_a_directory_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "clusters").write_text("the user's notes\n")
+    with pytest.raises(TreeError, match="not its own") as e:
+        render_tree.write(str(tmp_path), {"a.yaml": "a\n", "clusters/c1/b.yaml": "b\n"}, "c1", prune=True)
+    assert str(tmp_path / "clusters") in str(e.value)
+    assert _all_files(tmp_path) == {"clusters"}

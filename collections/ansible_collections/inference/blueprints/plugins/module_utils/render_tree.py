@@ -127,6 +127,10 @@ def _plan_file(p: Plan, rel: str, text: str, scope: str) -> None:
     if rel == MANIFEST:
         raise TreeError(f"refusing to write {rel}: the name of the render's own manifest")
     path = contained(p.root, rel)
+    blocked = _file_on_the_way(p.root, rel)
+    if blocked:
+        p.foreign.append(blocked)  # a file of the user's where the tree needs a directory
+        return
     on_disk = _read(path)
     known = p.old.get(rel)
     if on_disk is None:
@@ -145,6 +149,15 @@ def _plan_file(p: Plan, rel: str, text: str, scope: str) -> None:
         p.writes[path] = text
     p.entries[rel] = (sha256(text), scope)
     p.results.append({"path": path, "action": action})
+
+
+def _file_on_the_way(root: str, rel: str) -> str | None:
+    parts = rel.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        directory = os.path.join(root, *parts[:i])
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            return directory
+    return None
 
 
 def _plan_removal(p: Plan, rel: str, known: str) -> None:
