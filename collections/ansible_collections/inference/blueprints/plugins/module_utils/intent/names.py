@@ -69,7 +69,8 @@ def _uris_with_userinfo(value, path: str):
             netloc = urlsplit(value.strip()).netloc
         except ValueError:
             return
-        if "@" in netloc:
+        # userinfo@host; not an image digest written without a repository path (oci://image@sha256:...)
+        if "@" in netloc and not netloc.rsplit("@", 1)[1].startswith("sha256:"):
             yield path, value.strip()
 
 
