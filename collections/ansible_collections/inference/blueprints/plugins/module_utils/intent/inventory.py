@@ -599,7 +599,10 @@ SITE_FIELDS: dict[str, Field] = {
         "path",
         doc="delivery=render/gitops: output directory (default render/<site_name>), outside every inventory directory",
     ),
-    "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
+    "report_dir": Field(
+        "path",
+        doc="where plan.yml writes the sizing report (default reports/<site_name>), outside every inventory directory",
+    ),
     "serving_namespace": Field(
         "str",
         default="llm-serving",
