@@ -393,7 +393,10 @@ def site_intents(site: str, blueprints_dir: str | None, extra_vars: dict | None 
     out = {}
     for host, (values, names) in load_site_vars(site, extra_vars).items():
         try:
-            out[host] = build.site_intent(host, values, names, candidates, ignore=MAGIC_VARS)
+            inventory_dirs = [site if os.path.isdir(site) else os.path.dirname(site)]
+            out[host] = build.site_intent(
+                host, values, names, candidates, ignore=MAGIC_VARS, inventory_dirs=inventory_dirs
+            )
         except SchemaError as e:
             raise CliError(str(e)) from None
     try:

@@ -56,8 +56,10 @@ notes:
   - "C(delivery) (str); apply to the clusters, render object files, or write a GitOps repository tree; default apply;
     valid: one of apply, render, gitops; example apply (inventories/example-ai-grid); blueprints: ai_grid, batch,
     chat, edge_sno, rag, sovereign_burst."
-  - "C(render_dir) (path); delivery=render/gitops: output directory (default render/<site_name>); blueprints: any."
-  - "C(report_dir) (path); where plan.yml writes the sizing report (default reports/<site_name>); blueprints: any."
+  - "C(render_dir) (path); delivery=render/gitops: output directory (default render/<site_name>), outside every
+    inventory directory; blueprints: any."
+  - "C(report_dir) (path); where plan.yml writes the sizing report (default reports/<site_name>), outside every
+    inventory directory; blueprints: any."
   - "C(serving_namespace) (str); the namespace the models are served in (not default, kube-* or openshift-*); default
     llm-serving; valid: a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric); at
     most 63 characters; example llm-grid (inventories/example-ai-grid); blueprints: ai_grid, batch, chat, edge_sno,
@@ -249,8 +251,8 @@ notes:
   - "C(ingress.certificate.secret) (str, required); valid: a Secret name; example grid-ingress-tls
     (inventories/example-ai-grid); blueprints: ai_grid."
   - "C(gitops) (dict); delivery=gitops: the repository and the Argo CD that delivers it; blueprints: any."
-  - "C(gitops.repo_url) (str); Git repository Argo CD syncs from (the render_dir is its working tree); blueprints:
-    any."
+  - "C(gitops.repo_url) (str); Git repository Argo CD syncs from (the render_dir is its working tree), without
+    credentials; blueprints: any."
   - "C(gitops.revision) (str); default HEAD; blueprints: any."
   - "C(gitops.path) (str); where render_dir lies inside the repository; blueprints: any."
   - "C(gitops.project) (str); default: site_name; valid: a DNS-1123 label; blueprints: any."

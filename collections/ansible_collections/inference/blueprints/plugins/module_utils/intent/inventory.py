@@ -623,8 +623,14 @@ SITE_FIELDS: dict[str, Field] = {
         choices=("apply", "render", "gitops"),
         doc="apply to the clusters, render object files, or write a GitOps repository tree",
     ),
-    "render_dir": Field("path", doc="delivery=render/gitops: output directory (default render/<site_name>)"),
-    "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
+    "render_dir": Field(
+        "path",
+        doc="delivery=render/gitops: output directory (default render/<site_name>), outside every inventory directory",
+    ),
+    "report_dir": Field(
+        "path",
+        doc="where plan.yml writes the sizing report (default reports/<site_name>), outside every inventory directory",
+    ),
     "serving_namespace": Field(
         "str",
         default="llm-serving",
@@ -723,7 +729,10 @@ SITE_FIELDS: dict[str, Field] = {
     "gitops": Field(
         "dict",
         options={
-            "repo_url": Field("str", doc="Git repository Argo CD syncs from (the render_dir is its working tree)"),
+            "repo_url": Field(
+                "str",
+                doc="Git repository Argo CD syncs from (the render_dir is its working tree), without credentials",
+            ),
             "revision": Field("str", default="HEAD"),
             "path": Field("str", default="", doc="where render_dir lies inside the repository"),
             "project": Field("str", pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", doc="default: site_name"),

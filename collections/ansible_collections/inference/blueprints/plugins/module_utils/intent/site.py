@@ -21,6 +21,7 @@ from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
 from . import inventory, own_model
+from . import names as names_mod
 from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
 # Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
@@ -134,18 +135,22 @@ def _validated(values: dict, errors: list, where: str, inventory_dir: str | None
     return resolved
 
 
-def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=()) -> dict:
+def resolve(  # noqa: PLR0913 - one more: the run's inventory directories
+    host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=(), *, inventory_dirs=()
+) -> dict:
     """Validate one cluster's variables; return the site with every default filled.
 
     ``hostvars`` holds the host's variables (templated; at least every known one), ``names``
-    every variable name the host has (for the typo check; default: ``hostvars``' keys) and
-    ``ignore`` names that are Ansible's own (magic variables). Raises SchemaError listing every
+    every variable name the host has (for the typo check; default: ``hostvars``' keys),
+    ``ignore`` names that are Ansible's own (magic variables) and ``inventory_dirs`` the run's
+    inventory directories (render_dir must lie outside them). Raises SchemaError listing every
     problem, each with its path.
     """
     hostvars = plain(dict(hostvars))
     inventory_dir = hostvars.pop(own_model.INVENTORY_DIR, None)
     where = f"host {host}"
-    errors = misspelled_variables(names if names is not None else hostvars, ignore)
+    # the host name becomes a directory of render_dir (intent/names.py)
+    errors = names_mod.host_errors(host) + misspelled_variables(names if names is not None else hostvars, ignore)
     name = hostvars.get("blueprint")
     if not name:
         errors.append(("blueprint", "required: the name of a blueprint data file (blueprints/<name>.yml)"))
@@ -164,6 +169,8 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             value = _pick(hostvars, bdefaults, opt)
             if value is not None:
                 options_in[opt] = value
+    # a URI with a credential in it: refused on the raw values, before a field's own check could echo it
+    names_mod.refuse_credentials({**site_in, **options_in}, errors, where)
     resolved = _validated({**site_in, **options_in}, errors, where, inventory_dir)
 
     site = {k: resolved[k] for k in inventory.SITE_FIELDS}
@@ -189,6 +196,7 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             ],
             where,
         )
+    names_mod.refuse_paths(site, inventory_dirs, where)  # render_dir outside the inventory, gitops.path
     if site["escalation"]["enabled"] and not site["escalation"].get("endpoint"):
         raise SchemaError(
             [("escalation.endpoint", "required when escalation.enabled is true (an https:// URL)")], where
