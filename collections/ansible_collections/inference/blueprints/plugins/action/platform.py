@@ -10,6 +10,7 @@ import os
 from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts as facts_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import slo_gate
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -59,7 +60,7 @@ class ActionModule(intents_mod.IntentAction):
                     return result
                 result.update(out)
         except (SchemaError, render_mod.RenderError) as e:
-            result.update(failed=True, msg=f"inference.blueprints.platform: {e}")
+            result.update(failed=True, msg=f"inference.blueprints.platform: {e}", **slo_gate.failure_fields(e))
             return result
         result.setdefault("changed", False)
         return result

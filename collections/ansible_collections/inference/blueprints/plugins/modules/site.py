@@ -43,6 +43,14 @@ options:
     description: Set C(site_intents). V(false) with O(report) writes the report of O(hosts) only.
     type: bool
     default: true
+  stop_on_missed_slo:
+    description:
+      - Fail, before anything is applied, when a cluster that applies (delivery C(apply) or C(gitops)) has a plan
+        that misses its SLOs on the given hardware and its site does not set C(accept_missed_slo=true); the message
+        names the model, the SLO missed and the GPUs that would meet it (C(blueprints converge) exits 6).
+      - V(false) only prints the misses in O(summary) (C(playbooks/plan.yml), which applies nothing).
+    type: bool
+    default: true
 notes:
   - The variables a site may set are listed in C(docs/contracts.md), section 1.
 seealso:
@@ -99,6 +107,12 @@ errors:
   returned: failure
   type: list
   elements: dict
+missed_slo:
+  description:
+    - The plans that stopped the run because they miss their SLOs, by host, each in words (model, SLO missed,
+      GPUs that would meet it).
+  returned: failure, when plans miss their SLOs and the site does not accept it
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -111,6 +125,7 @@ def main():
             "blueprints_dir": {"type": "path"},
             "report": {"type": "bool", "default": False},
             "set_facts": {"type": "bool", "default": True},
+            "stop_on_missed_slo": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )

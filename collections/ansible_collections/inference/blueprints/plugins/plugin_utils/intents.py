@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema, slo_gate
 
 # Variables Ansible defines for every host; never site variables.
 MAGIC = frozenset(
@@ -67,8 +67,12 @@ def runtime_names(variable_manager, host: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_manager=None) -> dict[str, dict]:
-    """{host: intent} from each host's variables. Raises SchemaError on bad input."""
+def compute(
+    task_vars: dict, hosts, blueprints_dir: str | None = None, variable_manager=None, stop_missed_slo: bool = True
+) -> dict[str, dict]:
+    """{host: intent} from each host's variables. Raises SchemaError on bad input, and MissedSLO (a SchemaError)
+    when a cluster that applies has plans that miss their SLOs and its site does not accept it (``stop_missed_slo``
+    false: plan.yml, which only prints the plan)."""
     ignore = MAGIC | frozenset(get_reserved_names())
     candidates = blueprint_dirs(task_vars, blueprints_dir)
     hostvars = task_vars["hostvars"]
@@ -86,6 +90,8 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
         set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
         out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)
     gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster
+    if stop_missed_slo:
+        slo_gate.stop(out)  # before anything is applied or written (intent/slo_gate.py)
     return out
 
 
@@ -133,4 +139,5 @@ class IntentAction(ActionBase):
     @staticmethod
     def _schema_failure(result: dict, error) -> dict:
         result.update(failed=True, msg=str(error), errors=[{"path": p, "msg": m} for p, m in error.errors])
+        result.update(slo_gate.failure_fields(error))
         return result

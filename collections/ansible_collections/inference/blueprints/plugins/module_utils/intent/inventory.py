@@ -683,6 +683,13 @@ SITE_FIELDS: dict[str, Field] = {
         f"{ownership.ADOPT_DOC}: updated by a converge, never deleted by a teardown (everything else that exists "
         "and was not created by the site stops the converge before its first write)",
     ),
+    "accept_missed_slo": Field(
+        "bool",
+        default=False,
+        doc="true: a converge applies plans that miss their SLOs on the given hardware (the plan summary says so); "
+        "false (default): it stops before applying anything and says which model misses which SLO and how many GPUs "
+        "would meet it. A render (delivery render) is never stopped; plan.yml only prints the plan",
+    ),
     "same_cluster_as": Field(
         "list",
         elements=Field("str"),
@@ -707,6 +714,7 @@ SITE_ONLY = (
     "calibration",
     "sovereign_burst",
     "vllm_version",
+    "accept_missed_slo",
 )
 
 

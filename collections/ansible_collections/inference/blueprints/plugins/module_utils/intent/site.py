@@ -59,7 +59,7 @@ def _cache_dir() -> str:
     return os.path.join(base, "plans")
 
 
-def _cached_plan(inp: dict) -> dict:
+def cached_plan(inp: dict) -> dict:
     """plan(inp), memoised in this process and on disk (Ansible runs the site action in a fresh
     worker process per host: a fleet of identical sites plans once). Plans are pure functions of
     their inputs and the planner's code and catalogs, which the key includes."""
@@ -273,7 +273,7 @@ def _unreachable_slo(site: dict, model: dict, index: int, result: dict) -> tuple
     inp["traffic"] = {**(result.get("traffic") or inp.get("traffic") or {}), "concurrent_sessions": 1}
     inp["traffic"]["arrival_rate_rps"] = 0.01
     try:
-        alone = _cached_plan(inp)
+        alone = cached_plan(inp)
     except PlanError:
         return None
     if (alone.get("latency") or {}).get("meets_slo") is not False:
@@ -299,7 +299,7 @@ def plan_models(site: dict) -> list[dict]:
     out, errors = [], []
     for i, model in enumerate(site["models"]):
         try:
-            result = _cached_plan(planner_inputs(site, model))
+            result = cached_plan(planner_inputs(site, model))
         except PlanError as e:
             errors.append((_field_path(e.field, i, model), e.message))
             continue
