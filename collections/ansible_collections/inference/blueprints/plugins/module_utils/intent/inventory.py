@@ -201,7 +201,7 @@ MODEL = Field(
             max_length=MODEL_NAME_MAX,
         ),
         "id": Field("str", required=True, check=_model_id, doc=_model_id_doc),
-        "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
+        "served_name": Field("str", doc="the model name clients send (default: the model's id); unique in the site"),
         "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
         "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),
         "max_model_len": _POSITIVE_INT,
@@ -218,6 +218,12 @@ MODEL = Field(
         "hardware": MODEL_HARDWARE,
     },
 )
+
+
+def served_name(model: dict) -> str:
+    """The model name clients send for a models[] entry: its served_name, else its id."""
+    return model.get("served_name") or model["id"]
+
 
 PRIORITY_CLASS = Field(
     "dict",
@@ -562,7 +568,9 @@ SITE_FIELDS: dict[str, Field] = {
     ),
     "render_dir": Field("path", doc="delivery=render/gitops: output directory (default render/<site_name>)"),
     "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
-    "serving_namespace": Field("str", default="llm-serving", check=_user_namespace, **dns_label()),
+    "serving_namespace": Field(
+        "str", default="llm-serving", check=_user_namespace, aliases=("namespace",), **dns_label()
+    ),
     "blueprints_dir": Field("path", doc="directory of the blueprint data files"),
     "hardware": HARDWARE,
     "models": Field("list", required=True, elements=MODEL, min_items=1, check=unique_names("name")),

@@ -11,7 +11,6 @@ The site action plugin and the ``blueprints`` CLI both call these, with the same
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import hashlib
 import json
@@ -20,7 +19,7 @@ import os
 from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
-from . import inventory
+from . import inventory, keys
 from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
 # Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
@@ -87,19 +86,58 @@ def cached_plan(inp: dict) -> dict:
 
 
 def misspelled_variables(names, ignore=()) -> list[tuple[str, str]]:
-    """Errors for variables that are not ours but look like one of ours (a typo must not pass).
+    """Errors for variables that are not ours but look like one of ours (a typo must not pass): a key of the site
+    schema given at the top level instead of where it belongs (max_model_len), and a near miss of a site variable
+    or component option (edit distance, an abbreviation such as serving_ns, an alias such as namespace: keys.py).
 
-    Variables far from every known name are the user's own and are left alone.
+    Variables far from every known name are the user's own (inventories are shared) and are left alone.
     """
     known = inventory.all_variables()
     out = []
     for name in sorted(names):
         if name in known or name in ignore or name.startswith(FOREIGN_PREFIXES):
             continue
-        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-        if close:
-            out.append((name, f"unknown variable (did you mean {close[0]!r}?); nothing of this site reads {name!r}"))
+        wrong = keys.wrong_level_variable(name)
+        if wrong:
+            out.append((name, wrong))
+            continue
+        near = keys.near_miss(name, known)
+        if near:
+            out.append((name, f"unknown variable (did you mean {near!r}?); nothing of this site reads {name!r}"))
     return out
+
+
+def served_name_clashes(models: list[dict]) -> list[tuple[str, str]]:
+    """Errors for models of one cluster that clients would reach by the same name (served_name, else the id): the
+    router and the gateway route by that name and cannot tell them apart (every model of an AI grid's classes and
+    of a sovereign burst site is in the one models list)."""
+    first: dict[str, int] = {}
+    out = []
+    for j, model in enumerate(models):
+        name = inventory.served_name(model)
+        if name not in first:
+            first[name] = j
+            continue
+        i = first[name]
+
+        def how(k: int) -> str:
+            given = models[k].get("served_name")
+            return f"models[{k}].served_name" if given else f"models[{k}].id, its default served name"
+
+        out.append(
+            (
+                f"models[{j}].served_name",
+                f"{name!r} is the served name of both models[{i}] ({models[i]['name']}; {how(i)}) and models[{j}] "
+                f"({model['name']}; {how(j)}): the router and the gateway route by the model name clients send and "
+                "could not tell them apart; valid: a served_name of its own for each model",
+            )
+        )
+    return out
+
+
+def _refuse(errors: list, where: str) -> None:
+    if errors:
+        raise SchemaError(errors, where)
 
 
 def _pick(hostvars: dict, defaults: dict, key: str):
@@ -149,13 +187,14 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
                 options_in[opt] = value
     schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
     try:
-        resolved = validate({**site_in, **options_in}, schema, where=where)
+        resolved = validate({**site_in, **options_in}, schema, where=where, unknown_key=keys.unknown_key_hint)
     except SchemaError as e:
         raise SchemaError(errors + e.errors, where) from None
     if errors:
         raise SchemaError(errors, where)
 
     site = {k: resolved[k] for k in inventory.SITE_FIELDS}
+    _refuse(served_name_clashes(site["models"]), where)
     site["host"] = host
     site["blueprint"] = blueprint["name"]
     site["blueprint_data"] = blueprint
