@@ -256,3 +256,11 @@ def test_the_converge_exit_code_of_a_missed_slo():
     )
     assert tracker.exit_hint == converge.EXIT_MISSED_SLO == 6
     assert "nothing was applied" in converge.EXIT_CODES[6]
+
+
+def test_an_alias_that_ansible_reserves_is_still_checked_in_a_playbook_run():
+    """`namespace` is one of Ansible's reserved names, which the action's check leaves alone: not an alias."""
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import intents
+
+    names = intents.ansible_names()
+    assert "namespace" not in names and "environment" in names and "inventory_hostname" in names

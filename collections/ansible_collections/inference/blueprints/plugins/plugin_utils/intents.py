@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema, slo_gate
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, keys, schema, slo_gate
 
 # Variables Ansible defines for every host; never site variables.
 MAGIC = frozenset(
@@ -39,6 +39,12 @@ MAGIC = frozenset(
         "vars",
     )
 )
+
+
+def ansible_names() -> frozenset[str]:
+    """Names Ansible defines or reserves, which the misspelled-variable check leaves alone; except the aliases the
+    site schema declares (``namespace`` is a reserved name and what users write for serving_namespace)."""
+    return MAGIC | (frozenset(get_reserved_names()) - frozenset(keys.aliases()))
 
 
 def blueprint_dirs(task_vars: dict, explicit: str | None = None) -> list[str]:
@@ -73,7 +79,7 @@ def compute(
     """{host: intent} from each host's variables. Raises SchemaError on bad input, and MissedSLO (a SchemaError)
     when a cluster that applies has plans that miss their SLOs and its site does not accept it (``stop_missed_slo``
     false: plan.yml, which only prints the plan)."""
-    ignore = MAGIC | frozenset(get_reserved_names())
+    ignore = ansible_names()
     candidates = blueprint_dirs(task_vars, blueprints_dir)
     hostvars = task_vars["hostvars"]
     wanted = build.variable_names()
