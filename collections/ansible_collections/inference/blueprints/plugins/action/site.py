@@ -15,7 +15,7 @@ ARGUMENT_SPEC = {
     "blueprints_dir": {"type": "path"},
     "report": {"type": "bool", "default": False},
     "set_facts": {"type": "bool", "default": True},
-    "stop_on_missed_slo": {"type": "bool", "default": True},
+    "stop_on_missed_slo": {"type": "bool", "default": False},
 }
 
 

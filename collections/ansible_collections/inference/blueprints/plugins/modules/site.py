@@ -45,12 +45,14 @@ options:
     default: true
   stop_on_missed_slo:
     description:
-      - Fail, before anything is applied, when a cluster that applies (delivery C(apply) or C(gitops)) has a plan
-        that misses its SLOs on the given hardware and its site does not set C(accept_missed_slo=true); the message
-        names the model, the SLO missed and the GPUs that would meet it (C(blueprints converge) exits 6).
-      - V(false) only prints the misses in O(summary) (C(playbooks/plan.yml), which applies nothing).
+      - Fail when a cluster that applies (delivery C(apply) or C(gitops)) has a plan that misses its SLOs on the
+        given hardware and its site does not set C(accept_missed_slo=true); the message names the model, the SLO
+        missed and the GPUs that would meet it (C(blueprints converge) exits 6).
+      - V(false) (default) only says the misses in O(summary). The stages that apply stop on them anyway, before
+        anything is applied, where they compute the intent (preflight, the serving apply, the GitOps tree); the
+        playbooks that plan, verify, compare or remove (plan, verify, drift, teardown) are never stopped by them.
     type: bool
-    default: true
+    default: false
 notes:
   - The variables a site may set are listed in C(docs/contracts.md), section 1.
 seealso:
@@ -125,7 +127,7 @@ def main():
             "blueprints_dir": {"type": "path"},
             "report": {"type": "bool", "default": False},
             "set_facts": {"type": "bool", "default": True},
-            "stop_on_missed_slo": {"type": "bool", "default": True},
+            "stop_on_missed_slo": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

@@ -8,8 +8,10 @@ its SLO at the planned load) is a converge that would deploy something known not
 intent records each miss (``slo_misses``) with the GPUs that would meet it, found by planning the same model on more
 nodes of the same GPU (as the planner's own shortfall warning counts them). A cluster that applies (delivery apply)
 or whose tree Argo CD applies (gitops) stops there unless the site sets ``accept_missed_slo: true``; a render writes
-files for review and applies nothing, so it is not stopped (the plan summary says the miss). ``plan.yml`` only
-prints the plan, misses included.
+files for review and applies nothing, so it is not stopped (the plan summary says the miss). The stop is made
+where the stages that apply compute a cluster's intent (plugin_utils/intents.compute: preflight, the serving apply,
+the GitOps tree); the site action computes without it unless asked (``stop_on_missed_slo``), so ``plan.yml``
+prints the plan with its misses, and verify, drift and teardown of such a site are never stopped by them.
 """
 
 from __future__ import annotations
