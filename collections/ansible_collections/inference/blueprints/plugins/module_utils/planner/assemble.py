@@ -198,6 +198,9 @@ def _missed(run: Run, o: Outcome, lat: dict) -> list[str]:
     """The SLOs the plan misses, each said with its figure (never a figure within its SLO): a latency over its SLO at
     the planned load, or the traffic itself when no layout of the chosen pool carries it (the figures of a full rank
     are then shown, but they are not the plan's load). Empty when the plan meets both."""
+    chosen = o.rates.disagg.decode if o.disagg else o.rates.serve.chosen
+    if chosen is not None and not chosen.ok and chosen.rejected:
+        return [chosen.rejected]  # why the chosen layout carries the traffic with no replica count the search tried
     out = []
     for key, what in (("ttft_p95_ms", "TTFT p95"), ("tpot_p95_ms", "TPOT p95")):
         have, slo = lat.get(key), run.slo[key]
@@ -205,7 +208,6 @@ def _missed(run: Run, o: Outcome, lat: dict) -> list[str]:
             out.append(f"{what} unbounded (the queue does not drain), SLO {slo} ms")
         elif have > slo + 1e-9:
             out.append(f"{what} {have} ms, over its SLO of {slo} ms")
-    chosen = o.rates.disagg.decode if o.disagg else o.rates.serve.chosen
     if not out and chosen is not None and not chosen.ok:
         out.append(chosen.rejected or "the traffic: no replica count of the chosen layout carries it")
     return out
