@@ -264,3 +264,12 @@ def test_an_alias_that_ansible_reserves_is_still_checked_in_a_playbook_run():
 
     names = intents.ansible_names()
     assert "namespace" not in names and "environment" in names and "inventory_hostname" in names
+
+
+def test_the_converge_summary_shows_an_accepted_miss_first():
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import converge
+
+    intent = _intent(models=_flood(), accept_missed_slo=True)
+    lines = summary.fleet_lines({"chat-east-1": intent})
+    shown = converge.key_choices(lines)
+    assert "SLO MISSED" in shown[0] and "applied anyway" in shown[0], shown

@@ -358,10 +358,12 @@ def summary_lines(tracker: Tracker, rc: int, log: str | None) -> list[str]:
 
 
 def key_choices(lines: list[str], limit: int = 12) -> list[str]:
-    """The plan's headline lines (layout, pools, speculative decoding, KV connector), not every decision."""
-    keep = [ln.strip() for ln in lines if " = " not in ln and "WARNING" not in ln]
+    """The plan's headline lines (layout, pools, speculative decoding, KV connector), not every decision; a plan
+    that misses its SLOs first (stopped, rendered or applied because the site accepts it: intent/slo_gate.py)."""
+    missed = [ln.strip() for ln in lines if "SLO MISSED" in ln]
+    keep = [ln.strip() for ln in lines if " = " not in ln and "WARNING" not in ln and "SLO MISSED" not in ln]
     warn = [ln.strip() for ln in lines if "WARNING" in ln]
-    return (keep + warn)[:limit]
+    return (missed + keep + warn)[:limit]
 
 
 def common_dir(paths: list[str]) -> str:
