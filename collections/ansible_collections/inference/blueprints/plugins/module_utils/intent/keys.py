@@ -140,6 +140,8 @@ def unknown_key_hint(key: str, path: str, valid: dict) -> str | None:
     knows better than 'unknown key': a site variable given inside a mapping, a key of another block, an alias or
     abbreviation of a key valid here or elsewhere. None: the validator's own message (its did-you-mean)."""
     key = str(key)
+    if path.split(".", 1)[0].split("[", 1)[0] not in inventory.SITE_FIELDS:
+        return None  # a component option's mapping (its role's argument spec): its own words
     if key in inventory.SITE_FIELDS or key in inventory.all_variables():
         return f"{key!r} is a site variable: give it at the top level of the inventory, not in {path}"
     places = [_fill(p, path) for p in nested_places().get(key, ())]
