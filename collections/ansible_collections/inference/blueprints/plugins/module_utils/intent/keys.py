@@ -142,9 +142,10 @@ def unknown_key_hint(key: str, path: str, valid: dict) -> str | None:
     key = str(key)
     if path.split(".", 1)[0].split("[", 1)[0] not in inventory.SITE_FIELDS:
         return None  # a component option's mapping (its role's argument spec): its own words
-    if key in inventory.SITE_FIELDS or key in inventory.all_variables():
-        return f"{key!r} is a site variable: give it at the top level of the inventory, not in {path}"
     places = [_fill(p, path) for p in nested_places().get(key, ())]
+    if key in inventory.SITE_FIELDS or key in inventory.all_variables():
+        also = f" (or at {' or '.join(places)})" if places else ""
+        return f"{key!r} is a site variable: give it at the top level of the inventory{also}, not in {path}"
     if places:
         return f"unknown key here: {key!r} is a key of {_owners(places)}; give it at {' or '.join(places)}"
     near = near_miss(key, valid, cutoff=None)  # an alias or abbreviation of a key valid here
