@@ -33,6 +33,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_fa
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait as wait_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import slo_gate
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -95,7 +96,8 @@ def _roles(intent: dict, spec: dict) -> list[str]:
 
 def _failure(error) -> dict:
     if isinstance(error, SchemaError):
-        return {"failed": True, "msg": str(error), "errors": [{"path": p, "msg": m} for p, m in error.errors]}
+        errors = [{"path": p, "msg": m} for p, m in error.errors]
+        return {"failed": True, "msg": str(error), "errors": errors, **slo_gate.failure_fields(error)}
     return {"failed": True, "msg": f"from_intent: {error}"}
 
 

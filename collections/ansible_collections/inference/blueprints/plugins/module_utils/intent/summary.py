@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ..planner import report as plan_report
-from . import burst, placement
+from . import burst, placement, slo_gate
 
 
 def pool_text(role: str, pool: dict) -> str:
@@ -62,6 +62,7 @@ def lines(intent: dict) -> list[str]:
     out.extend(placement.lines(intent))
     out.extend(grid_lines(intent))
     out.extend(burst.summary_lines(intent))  # sovereign burst: sizing and warm-up budget
+    out.extend(slo_gate.summary_lines(intent))  # plans that miss their SLOs: stopped, rendered or accepted
     return out
 
 

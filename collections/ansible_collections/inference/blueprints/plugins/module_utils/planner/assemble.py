@@ -179,11 +179,10 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
             "per_rank": doc,
             "efficiency": search.eff_source(s.eff, s.hw),
         }
-    slo = run.slo
-    ok = all(out.get(k) is not None for k in ("ttft_p95_ms", "tpot_p95_ms"))
-    out["meets_slo"] = bool(
-        ok and out["ttft_p95_ms"] <= slo["ttft_p95_ms"] + 1e-9 and out["tpot_p95_ms"] <= slo["tpot_p95_ms"] + 1e-9
-    )
+    missed = _missed(run, o, out)
+    out["meets_slo"] = not missed
+    if missed:
+        out["missed"] = missed  # which SLO, with its figure (slo_gate and the plan summary say it)
     out["calibrated"] = bool(s.eff.calibrated)
     out["queueing_model"] = QUEUEING
     out["tpot_definition"] = TPOT_DEF
@@ -192,6 +191,25 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
         if o.ctx.spec
         else None
     )
+    return out
+
+
+def _missed(run: Run, o: Outcome, lat: dict) -> list[str]:
+    """The SLOs the plan misses, each said with its figure (never a figure within its SLO): a latency over its SLO at
+    the planned load, or the traffic itself when no layout of the chosen pool carries it (the figures of a full rank
+    are then shown, but they are not the plan's load). Empty when the plan meets both."""
+    chosen = o.rates.disagg.decode if o.disagg else o.rates.serve.chosen
+    if chosen is not None and not chosen.ok and chosen.rejected:
+        return [chosen.rejected]  # why the chosen layout carries the traffic with no replica count the search tried
+    out = []
+    for key, what in (("ttft_p95_ms", "TTFT p95"), ("tpot_p95_ms", "TPOT p95")):
+        have, slo = lat.get(key), run.slo[key]
+        if have is None:
+            out.append(f"{what} unbounded (the queue does not drain), SLO {slo} ms")
+        elif have > slo + 1e-9:
+            out.append(f"{what} {have} ms, over its SLO of {slo} ms")
+    if not out and chosen is not None and not chosen.ok:
+        out.append(chosen.rejected or "the traffic: no replica count of the chosen layout carries it")
     return out
 
 
