@@ -25,12 +25,16 @@ Added to those:
 - for serving, ``update`` on each LLMInferenceService it renders, by name: ``playbooks/canary.yml`` replaces
   the services it rolls (and restores them) with a PUT, which ``patch`` does not cover;
 - for serving, ``list`` on the Pods of the serving namespace: verify's placement (``k8s_endpoints``) reads
-  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's).
+  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's);
+- ``list`` on every kind in each namespace the stage creates, by a Role in that namespace: before a teardown
+  deletes a namespace it lists what is inside (``module_utils/removal_guard.py``), and keeps the namespace
+  when anything there is not the site's or cannot be listed.
 
 The split per stage:
 
 - **platform**: one ClusterRole, bound cluster-wide (operators, their namespaces and cluster policies
-  are cluster work). Every rule names its objects.
+  are cluster work). Every rule names its objects. A Role in each operator namespace holds the list
+  right above.
 - **serving**: a Role in each namespace the stage writes to (the serving namespace), and a small
   ClusterRole for the stage's cluster-scoped objects (its Namespace, the metrics-reader ClusterRole
   and binding, a GatewayClass, an admission policy). The namespace is created with the access objects
@@ -57,6 +61,9 @@ LABELS = {"app.kubernetes.io/managed-by": f"{PREFIX}-access"}
 APPLY_VERBS = ("get", "create", "patch")
 DELETE_VERBS = ("delete",)
 WAIT_VERBS = ("get",)
+NAMESPACE_LIST_VERBS = ("list",)
+# the rule that gives: the one wildcard of the roles, read-only, in a Role of a namespace the stage creates
+NAMESPACE_LIST_RULE = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["list"]}
 # what playbooks/canary.yml does beyond the serving stage's apply: it replaces (PUT) the LLMInferenceServices it
 # rolls, and restores the exact previous object the same way (plugins/action/canary.py, Cluster.replace)
 CANARY = {("serving.kserve.io", "LLMInferenceService"): ("update",)}
@@ -232,6 +239,11 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
     for ref in rendered.get("references") or []:  # the stage checks that they exist (get, by name)
         scope = ref.get("namespace") if stage == "serving" else None
         grants.add(scope, group_of(ref["apiVersion"]), plural(ref["kind"]), ("get",), ref["name"])
+    # a teardown lists every kind in a namespace the stage created before deleting it (removal_guard.py): read
+    # rights there alone, held by a Role in that namespace (so no read of any other namespace's Secrets)
+    for obj in rendered["objects"]:
+        if obj["kind"] == "Namespace" and obj["apiVersion"] == "v1":
+            grants.add(obj["metadata"]["name"], "*", "*", NAMESPACE_LIST_VERBS)
     if stage == "serving":
         rolled = [o for o in rendered["objects"] if (group_of(o["apiVersion"]), o["kind"]) in CANARY]
         for obj in rolled:
@@ -283,7 +295,7 @@ def access(intent: dict, rendered: dict) -> dict:
                     {
                         "apiVersion": RBAC_API,
                         "kind": "Role",
-                        "metadata": _meta(names["serving"], stage, scope),
+                        "metadata": _meta(names["platform" if stage == "platform" else "serving"], stage, scope),
                         "rules": rules,
                     }
                 )
