@@ -9,7 +9,8 @@ of a removed model) would stay forever: nothing renders it, so neither drift nor
 So every full apply of a stage records the objects it applied, on the cluster it applied them to, in a
 ConfigMap of the site (``inference-blueprints-applied-<site>-<stage>``, in the stage's namespace, carrying
 the site's ``created-by`` annotation). The next full apply of that stage on that cluster reads it back
-(one GET, no scan of the cluster), and every recorded object the intent no longer renders is a candidate:
+(one GET, no scan of the cluster; rewritten only when the set changed), and every recorded object
+the intent no longer renders is a candidate:
 
 - it is pruned only when its live copy carries this site's ``created-by`` annotation (never anything else:
   an object the site adopted, another site's, or one recreated by a user stays, named as kept);
@@ -29,6 +30,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 
 PREFIX = "inference-blueprints-applied"
@@ -78,31 +80,38 @@ def record_object(own: dict, spec: dict, objects: list[dict]) -> dict:
 
 
 def read(client, own: dict, spec: dict) -> list[tuple] | None:
-    """The keys the stage's last full apply recorded (``[]`` when none), or None when the record is not the
-    site's (then nothing is pruned on its word)."""
+    """The keys the stage's last full apply recorded, or None when there is no record yet. A ConfigMap of that
+    name that is not the site's stops the apply (before its first write: ``k8s_apply`` reads it first)."""
     resource = client.resource("v1", "ConfigMap")
-    live = client.get(resource, name_of(own["value"], spec["stage"]), spec["namespace"])
+    name = name_of(own["value"], spec["stage"])
+    live = client.get(resource, name, spec["namespace"])
     if live is None:
-        return []
-    if ownership.creator(live) != own["value"]:
         return None
+    if ownership.creator(live) != own["value"]:
+        raise kc.ClientError(
+            f"ConfigMap {spec['namespace']}/{name} exists and was not created by site {own['value']!r}: it is the "
+            "name of the site's record of what its serving stage applied (module_utils/applied_record.py). Nothing "
+            "was applied. Rename or delete that ConfigMap (it is not the site's, so the collection never touches it)"
+        )
     try:
         return [tuple(r) for r in json.loads((live.get("data") or {}).get(KEY) or "[]")]
     except (ValueError, TypeError):
         return None
 
 
-def stale(client, own: dict, spec: dict, objects: list[dict]) -> list[dict]:
-    """The recorded objects the stage no longer renders, as bare references (kind, name, namespace)."""
-    previous = read(client, own, spec) or []
+def stale(previous: list[tuple] | None, objects: list[dict], own: dict, spec: dict) -> list[dict]:
+    """The recorded objects ``objects`` no longer hold, as bare references (apiVersion, kind, name, namespace)."""
     current = {key(o) for o in objects} | {key(record_object(own, spec, []))}
-    return [ref_object(k) for k in previous if k not in current]
+    return [ref_object(k) for k in previous or [] if k not in current]
 
 
-def write(client, own: dict, spec: dict, objects: list[dict], field_manager: str) -> None:
-    """Record ``objects`` as the stage's applied set (server-side apply, the site's field manager)."""
-    resource = client.resource("v1", "ConfigMap")
-    client.apply(resource, record_object(own, spec, objects), field_manager=field_manager, force=True)
+def write(client, record: dict, field_manager: str, previous: list[tuple] | None) -> bool:
+    """Apply ``record`` (a ``record_object``); no request when the live one already names the same objects.
+    True when written."""
+    if previous is not None and [list(k) for k in sorted(set(previous))] == json.loads(record["data"][KEY]):
+        return False
+    client.apply(client.resource("v1", "ConfigMap"), record, field_manager=field_manager, force=True, dry_run=False)
+    return True
 
 
 def record_ref(own: dict, spec: dict) -> dict:

@@ -771,7 +771,8 @@ def prune(client, objs, params, check_mode=False, diff=False):
     """Delete what the stage's record names and ``objs`` no longer hold (only the site's: the removal's own
     rules), then record ``objs`` (not in check mode). Results: ``pruned`` (``kept`` with why)."""
     own, spec = owner_policy(params), params["record"]
-    gone = applied_record.stale(client, own, spec, objs)
+    previous = applied_record.read(client, own, spec)
+    gone = applied_record.stale(previous, objs, own, spec)
     results, diffs, changed = [], [], False
     if gone:
         results, diffs, changed = delete_all(client, gone, {**params, "record": None}, check_mode, diff)
@@ -779,14 +780,15 @@ def prune(client, objs, params, check_mode=False, diff=False):
             {**r, "action": "pruned"} if r["action"] == "deleted" else r for r in results if r["action"] != "absent"
         ]
     if not check_mode:
-        applied_record.write(client, own, spec, objs, params["field_manager"])
+        applied_record.write(client, applied_record.record_object(own, spec, objs), params["field_manager"], previous)
     return results, diffs, changed
 
 
 def recorded_too(client, objs, params):
     """``objs`` with what the stage's record names besides, and the record itself (a teardown's objects)."""
     own, spec = owner_policy(params), params["record"]
-    return objs + applied_record.stale(client, own, spec, objs) + [applied_record.record_ref(own, spec)]
+    previous = applied_record.read(client, own, spec)
+    return objs + applied_record.stale(previous, objs, own, spec) + [applied_record.record_ref(own, spec)]
 
 
 def _not_ours(client, items, params):
@@ -928,6 +930,8 @@ def run(params, check_mode=False, diff=False, env=None):
         client = kc.get_client(params, env)
         record = params.get("record") if owner_policy(params) else None
         if params["state"] == "present":
+            if record:
+                applied_record.read(client, owner_policy(params), record)  # a foreign record stops before any write
             results, diffs, changed = apply_all(client, objs, params, check_mode, diff)
             if record:
                 pruned, pruned_diffs, pruned_changed = prune(client, objs, params, check_mode, diff)

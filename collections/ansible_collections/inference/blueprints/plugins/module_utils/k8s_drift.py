@@ -341,7 +341,7 @@ def dropped(client, objects, own, record):
     """Drift of the objects the stage's record names and ``objects`` no longer hold: each still on the cluster
     and the site's (so the next converge prunes it)."""
     out = []
-    for ref in applied_record.stale(client, own, record, objects):
+    for ref in applied_record.stale(applied_record.read(client, own, record), objects, own, record):
         meta = ref["metadata"]
         try:
             resource = client.resource(ref["apiVersion"], ref["kind"])
