@@ -32,10 +32,12 @@ def test_a_second_apply_prunes_only_the_sites_dropped_objects_and_says_so():
     before = [ns("llm"), cm("llm", "keep"), cm("llm", "dropped"), cm("llm", "users-now")]
     live = [ns("llm", OURS), cm("llm", "keep", OURS), cm("llm", "dropped", OURS), cm("llm", "users-now")]
     client = FakeClient([*live, recorded(before)])
-    results, _d, changed = k8s_apply.prune(client, [ns("llm"), cm("llm", "keep")], params(record=SPEC), check_mode=True)
+    previous = applied_record.read(client, OWN, SPEC)
+    keep = [ns("llm"), cm("llm", "keep")]
+    results, _d, changed = k8s_apply.prune(client, keep, params(record=SPEC), previous, (True, False))
     assert {(r["name"], r["action"]) for r in results} == {("dropped", "pruned"), ("users-now", "kept")}
     assert changed and client.writes == []  # check mode: a dry run, the record not rewritten
-    results, _d, _c = k8s_apply.prune(client, [ns("llm"), cm("llm", "keep")], params(record=SPEC))
+    results, _d, _c = k8s_apply.prune(client, keep, params(record=SPEC), previous)
     assert ("ConfigMap", "llm", "dropped") in client.deletes
     assert ("ConfigMap", "llm", "users-now") not in client.deletes
     assert [w["metadata"]["name"] for w in client.writes] == [applied_record.name_of("example-chat", "serving")]
@@ -44,7 +46,8 @@ def test_a_second_apply_prunes_only_the_sites_dropped_objects_and_says_so():
 def test_an_unchanged_set_rewrites_nothing():
     objs = [ns("llm"), cm("llm", "keep")]
     client = FakeClient([ns("llm", OURS), cm("llm", "keep", OURS), recorded(objs)])
-    results, _d, changed = k8s_apply.prune(client, objs, params(record=SPEC))
+    previous = applied_record.read(client, OWN, SPEC)
+    results, _d, changed = k8s_apply.prune(client, objs, params(record=SPEC), previous)
     assert (results, changed, client.writes, client.deletes) == ([], False, [], [])
 
 

@@ -767,11 +767,12 @@ def _remove_made(client, census, orphaned, check_mode):
     return out
 
 
-def prune(client, objs, params, check_mode=False, diff=False):
-    """Delete what the stage's record names and ``objs`` no longer hold (only the site's: the removal's own
-    rules), then record ``objs`` (not in check mode). Results: ``pruned`` (``kept`` with why)."""
+def prune(client, objs, params, previous, modes=(False, False)):
+    """Delete what the stage's record named (``previous``) and ``objs`` no longer hold (only the site's: the
+    removal's own rules), then record ``objs`` (not in check mode). Results: ``pruned`` (``kept`` with why).
+    ``modes``: (check mode, diff)."""
+    check_mode, diff = modes
     own, spec = owner_policy(params), params["record"]
-    previous = applied_record.read(client, own, spec)
     gone = applied_record.stale(previous, objs, own, spec)
     results, diffs, changed = [], [], False
     if gone:
@@ -930,11 +931,11 @@ def run(params, check_mode=False, diff=False, env=None):
         client = kc.get_client(params, env)
         record = params.get("record") if owner_policy(params) else None
         if params["state"] == "present":
-            if record:
-                applied_record.read(client, owner_policy(params), record)  # a foreign record stops before any write
+            # the stage's record, read first: one that is not the site's stops the apply before any write
+            previous = applied_record.read(client, owner_policy(params), record) if record else None
             results, diffs, changed = apply_all(client, objs, params, check_mode, diff)
             if record:
-                pruned, pruned_diffs, pruned_changed = prune(client, objs, params, check_mode, diff)
+                pruned, pruned_diffs, pruned_changed = prune(client, objs, params, previous, (check_mode, diff))
                 results, diffs, changed = results + pruned, diffs + pruned_diffs, changed or pruned_changed
         else:
             if record:

@@ -28,7 +28,10 @@ Added to those:
   where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's);
 - ``list`` on every kind in each namespace the stage creates, by a Role in that namespace: before a teardown
   deletes a namespace it lists what is inside (``module_utils/removal_guard.py``), and keeps the namespace
-  when anything there is not the site's or cannot be listed.
+  when anything there is not the site's or cannot be listed;
+- for serving, the record of what the stage applied (``module_utils/applied_record.py``), by name. Pruning an
+  object the plan dropped needs ``delete`` on it, which roles derived from the new plan do not name: run
+  ``access.yml`` with the earlier inventory's roles still bound, or prune as an identity that may delete it.
 
 The split per stage:
 
@@ -48,7 +51,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts
+from ansible_collections.inference.blueprints.plugins.module_utils import applied_record, cluster_facts
 
 PREFIX = "inference-blueprints"
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -252,6 +255,9 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
                        obj["metadata"]["name"])  # fmt: skip
         if intent["serving"]["models"]:
             grants.add(intent["serving"]["namespace"], "", "pods", VERIFY_POD_VERBS)
+        # the stage's record of what it applied, read, written and removed by name (applied_record.py)
+        record = applied_record.name_of(intent["ownership"]["value"], "serving")
+        grants.add(intent["serving"]["namespace"], "", "configmaps", APPLY_VERBS + DELETE_VERBS, record)
     if stage == "platform":
         _add_reads(grants, intent["platform"]["preflight"]["packages"])
         for (group, kind), verbs in UNNAMED.items():
