@@ -79,3 +79,16 @@ def test_a_token_secret_of_our_service_account_is_the_control_planes():
     assert census.automatic(token) and not census.foreign(token)
     user_secret = {**token, "type": "Opaque", "metadata": {"name": "mine", "namespace": "llm"}}
     assert census.foreign(user_secret)
+
+
+def test_what_the_garbage_collector_is_removing_anyway_keeps_no_namespace():
+    """A DaemonSet whose owner (the site's ClusterPolicy, deleted by the operands' removal) is gone, and an object
+    being deleted, go whatever the removal does: they do not keep the namespace."""
+    orphan = {**cm("gpu", "driver"), "kind": "DaemonSet"}
+    orphan["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "policy", "uid": "u-1"}]
+    leaving = cm("gpu", "leaving")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-28T17:00:00Z"
+    census = removal_guard.Census([orphan, leaving], OWN, lookup=lambda ref, ns: removal_guard.GONE)
+    assert census.foreign_in("gpu") == []
+    unreadable = removal_guard.Census([orphan], OWN, lookup=lambda ref, ns: None)
+    assert unreadable.foreign_in("gpu") == [orphan]  # an owner that cannot be read proves nothing

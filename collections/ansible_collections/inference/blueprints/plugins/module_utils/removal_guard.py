@@ -17,6 +17,7 @@ discovery, so a CRD a user installed since is seen) and sorts each object there 
                (``AUTOMATIC``: the ``kube-root-ca.crt`` ConfigMap, the ``default`` ServiceAccount and
                OpenShift's ``builder``/``deployer`` with their token and pull Secrets, OpenShift's
                image-puller and builder RoleBindings, OLM's copied CSVs, Events, Leases);
+``garbage``    going whatever the removal does: being deleted, or every owner it names is gone;
 ``foreign``    anything else: a user's ConfigMap, Secret or custom resource, another site's object, or an
                object a user made with an ownerReference (not a controller's) to one of ours.
 
@@ -35,6 +36,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_cl
 from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 
 WORKERS = 8
+GONE = {"gone": True}  # an owner that no longer exists (the marker, compared by identity)
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 OLM_GROUP = "operators.coreos.com"
 
@@ -149,14 +151,26 @@ class Census:
         return ownership.creator(obj) == self.own["value"] or ownership.ref(obj) in (self.own.get("derived") or ())
 
     def _owner(self, ref, namespace):
+        """The owner an ownerReference names: the object, ``GONE`` (it no longer exists: another object of that
+        name is not it), or None (it could not be read)."""
         owner = self.by_uid.get(ref.get("uid"))
         if owner is None and self.lookup is not None:
             owner = self.lookup(ref, namespace)
-            if owner is not None and (owner.get("metadata") or {}).get("uid") == ref.get("uid"):
-                self.by_uid[ref["uid"]] = owner
-            else:
-                owner = None
+            if owner is None:
+                return None
+            if owner is GONE or (owner.get("metadata") or {}).get("uid") != ref.get("uid"):
+                owner = GONE
+            self.by_uid[ref.get("uid")] = owner
         return owner
+
+    def garbage(self, obj) -> bool:
+        """Going whatever the removal does: being deleted already, or every owner it names is gone (the garbage
+        collector deletes it)."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return True
+        refs = meta.get("ownerReferences") or []
+        return bool(refs) and all(self._owner(r, meta.get("namespace")) is GONE for r in refs)
 
     def made(self, obj) -> bool:
         """A controller made ``obj`` from one of the site's objects (directly or down a chain)."""
@@ -170,7 +184,7 @@ class Census:
             if not (ref.get("controller") or group_of(ref.get("apiVersion", "")) == OLM_GROUP):
                 continue
             owner = self._owner(ref, ns)
-            if owner is not None and (self.is_site(owner) or self.made(owner)):
+            if owner not in (None, GONE) and (self.is_site(owner) or self.made(owner)):
                 result = True
                 break
         if not result and (group_of(obj["apiVersion"]), obj["kind"]) == ("", "Endpoints"):
@@ -211,7 +225,7 @@ class Census:
         return None
 
     def foreign(self, obj) -> bool:
-        return not (self.is_site(obj) or self.made(obj) or self.automatic(obj))
+        return not (self.is_site(obj) or self.made(obj) or self.automatic(obj) or self.garbage(obj))
 
     def foreign_in(self, namespace) -> list[dict]:
         return [o for o in self.objects if o["metadata"].get("namespace") == namespace and self.foreign(o)]
@@ -248,9 +262,12 @@ def _lookup(client):
     def find(ref, namespace):
         try:
             resource = client.resource(ref["apiVersion"], ref["kind"])
-            return client.get(resource, ref["name"], namespace if resource.namespaced else None)
+            live = client.get(resource, ref["name"], namespace if resource.namespaced else None)
+        except kc.KindNotServed:
+            return GONE  # no object of a kind the cluster no longer serves exists
         except (kc.ClientError, KeyError):
             return None  # an owner we cannot read proves nothing: its dependent counts as foreign
+        return GONE if live is None else live
 
     return find
 
