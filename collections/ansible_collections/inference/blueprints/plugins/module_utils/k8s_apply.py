@@ -951,10 +951,10 @@ def run(params, check_mode=False, diff=False, env=None):
         }
     out = {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
     missing = missing_references(client, params.get("references") or []) if params["state"] == "present" else []
-    if missing or params["state"] == "absent":
-        out["warnings"] = missing or removal_guard.kept_lines(results)
-    if not out["warnings"]:
-        del out["warnings"]
+    # what a removal (or a prune) kept because something not the site's is in it or hangs on it
+    warnings = missing + removal_guard.kept_lines(results)
+    if warnings:
+        out["warnings"] = warnings
     if waits:
         # the same engine as k8s_wait, on this task's client: one task, one connection, one discovery
         waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP)
