@@ -55,7 +55,7 @@ options:
       - The record of what the stage applied
         (O(inference.blueprints.k8s_apply#module:record) of M(inference.blueprints.k8s_apply)).
         Every object it names that O(objects) no longer hold, still on the cluster and carrying the site's
-        C(created-by) annotation, is drift of C((the object)) (live V(present)): the next converge prunes it.
+        C(created-by) annotation, is drift of C((the object)) (live V(present)); the next converge prunes it.
         Needs an O(ownership) policy.
     type: dict
     suboptions:
