@@ -179,8 +179,14 @@ def test_a_converge_prunes_what_the_plan_dropped_and_drift_reports_it_first(clus
         for o in r.get("objects", [])
         if o["action"] == "pruned"
     }
-    assert {("ScaledObject", "qwen-batch-b-scaler"), ("LLMInferenceService", "qwen-batch-b")} <= listed, listed
-    assert ("ScaledObject", "qwen-batch-scaler") not in listed
+    assert listed == {
+        ("LLMInferenceService", "qwen-batch-b"),
+        ("ScaledObject", "qwen-batch-b-scaler"),
+        ("InferenceObjective", "qwen-batch-b-batch"),
+        ("PodMonitor", "qwen-batch-b-vllm-serve"),
+        ("ServiceMonitor", "qwen-batch-b-epp"),
+        ("PrometheusRule", "qwen-batch-b-slo"),
+    }, listed
     assert _get(cluster, "keda.sh/v1alpha1", "ScaledObject", "qwen-batch-b-scaler", ns) is None
     assert _get(cluster, "serving.kserve.io/v1alpha2", "LLMInferenceService", "qwen-batch-b", ns) is None
     assert _get(cluster, "keda.sh/v1alpha1", "ScaledObject", "qwen-batch-scaler", ns) is not None
