@@ -84,7 +84,13 @@ def read(client, own: dict, spec: dict) -> list[tuple] | None:
     name that is not the site's stops the apply (before its first write: ``k8s_apply`` reads it first)."""
     resource = client.resource("v1", "ConfigMap")
     name = name_of(own["value"], spec["stage"])
-    live = client.get(resource, name, spec["namespace"])
+    try:
+        live = client.get(resource, name, spec["namespace"])
+    except kc.ApiError as exc:
+        # a subject whose right to read the record was a Role in its namespace loses it with the namespace
+        if exc.status == 403 and client.get(client.resource("v1", "Namespace"), spec["namespace"]) is None:
+            return None
+        raise
     if live is None:
         return None
     if ownership.creator(live) != own["value"]:
