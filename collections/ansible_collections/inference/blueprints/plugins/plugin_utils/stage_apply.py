@@ -137,10 +137,17 @@ def run_apply(action, task_vars: dict, params: dict, env: dict, in_process: bool
                 "wait_timeout": waits_mod.timeout_of(waits),
                 "ownership": ownership.of_intent(intent),
                 "references": waits_mod.references(intent, roles),
+                # the whole stage: what an earlier converge applied and this one no longer renders is pruned
+                "record": None if spec.get("components") else serving_record(intent),
             }
         )
     except (SchemaError, render_mod.RenderError, StageError) as e:
         return _failure(e)
+
+
+def serving_record(intent: dict) -> dict:
+    """Where the serving stage records what it applied (module_utils/applied_record.py)."""
+    return {"stage": "serving", "namespace": intent["serving"]["namespace"]}
 
 
 def run_wait(action, task_vars: dict, params: dict, env: dict, in_process: bool) -> dict:
