@@ -18,15 +18,17 @@ from .structs import Pools, PoolSpec, Rates, Run, r
 
 
 def _max_num_seqs(run: Run, ps: PoolSpec) -> int:
-    """max_num_seqs per DP rank: the policy's value, else the batch the TPOT target allows (decode/serve) or
-    vLLM's 256 (prefill); always capped at what the KV pool holds at the mean context, so hybrid models never
-    exceed their Mamba blocks (vLLM refuses to start otherwise)."""
+    """max_num_seqs per DP rank. A serve or decode engine runs the batch the layout search sized (its TPOT p95 meets
+    the SLO when the rank is full; the policy's number and the KV pool only ever lowered it, search._batch_cap): vLLM
+    admits up to --max-num-seqs sequences, so a larger number would break the TPOT every figure of the plan promises.
+    When the search sized none (even one sequence misses TPOT; the plan warns), one. A prefill engine decodes nothing:
+    the policy's number, else vLLM's 256. Always capped at what the KV pool holds at the mean context, so hybrid
+    models never exceed their Mamba blocks (vLLM refuses to start otherwise)."""
     t, pol = run.traffic, run.pol
     prefill = ps.role == "prefill"
     dcp = 1 if prefill else ps.lay.dcp
-    batch = None if prefill else ps.batch
     cap = sz.max_sequences(ps.mem["blocks"], t["prompt_tokens_mean"] + t["output_tokens_mean"], ps.mem["geom"], dcp)
-    want = pol["max_num_seqs"] or (int(batch) if batch else 256)
+    want = (pol["max_num_seqs"] or 256) if prefill else int(ps.batch or 1)
     return max(1, min(want, cap))
 
 

@@ -630,7 +630,7 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
         sized = [x for x in servable if x.full is not None] or servable
         chosen = min(sized, key=lambda x: x.full.tpot_p95 if x.full else 1e9)
         within = False
-    elif within:
+    elif within and run.pol["batch_sizing"] == "balanced":
         settle_batch(sizer, chosen)
     s = Search(chosen, cands, hw, eff, eff_why, within)
     s._slo = run.slo
@@ -854,7 +854,7 @@ def search_disagg(run: Run, ctxs: tuple, hws: tuple, lam: float) -> Disagg:
             if best is None or key < best[0]:
                 best = (key, p, d, cost, fits)
     _key, p, d, cost, fits = best
-    if fits:
+    if fits and run.pol["batch_sizing"] == "balanced":
         settle_decode(dsz, d, p, lam)
     out.prefill, out.decode, out.cost, out.within_hw = p, d, cost, fits
     out.transfer_s = _transfer(psz, p.lay, same_node, dem.work.prompt_mean)
