@@ -295,9 +295,15 @@ plan:
       type: str
       returned: success
     decisions:
-      description: Every decision as C({what, choice, why}).
+      description: Every decision as C({what, choice, why}), plus C(unit) when the choice is a number with one.
       type: list
       elements: dict
+      returned: success
+    units:
+      description:
+        - The unit of every figure whose key does not name it (C(cost_per_hour), C(max_num_seqs), ...), then the
+          units of the key suffixes (C(*_ms), C(*_gib), ...).
+      type: dict
       returned: success
     seed_comparison:
       description: Where the seed article's figures differ from vLLM's arithmetic for this plan.

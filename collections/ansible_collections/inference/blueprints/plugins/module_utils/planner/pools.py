@@ -115,13 +115,12 @@ def _deployed(run: Run, dis, lam: float) -> tuple[int, int]:
     if p_reps < p.replicas or d_reps < d.replicas:
         dem = search.demand(run)
         dis.deployed = (search.prefill_at(p, dem, lam, p_reps), search.decode_at(d, dem, lam, d_reps))
-        dl = dis.deployed[1].doc()
-        pl = dis.deployed[0].doc()
+        ttft, busy = dis.deployed[0].doc()["ttft_p95_ms"], dis.deployed[1].doc().get("slot_utilization")
         run.warnings.append(
             f"the traffic needs {p.gpus} prefill + {d.gpus} decode GPUs ({p.gpus + d.gpus}); the hardware gives "
             f"{p_reps * p.world} + {d_reps * d.world}, all of them are planned and the SLOs are missed at the planned "
-            f"load (prefill TTFT p95 {pl.get('ttft_p95_ms') or 'unbounded'} ms, decode slots "
-            f"{dl.get('slot_utilization')} busy)"
+            f"load (prefill TTFT p95 {'unbounded' if ttft is None else f'{ttft} ms'}, decode slots "
+            f"{'offered more than they hold' if busy is None else f'{busy * 100:.0f} % busy'})"
         )
     return p_reps, d_reps
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
-from . import perf
+from . import perf, units
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
@@ -786,7 +786,7 @@ class Disagg:
                 elif best is not None:
                     more = (cand.gpus - best.gpus) * hw.gpu["cost_class"]
                     d["why"] = (
-                        f"costs {r(more, 2)}/h more than {best.label()} for the traffic"
+                        f"costs {r(more, 2)} {units.COST_PER_HOUR} more than {best.label()} for the traffic"
                         if more > 0
                         else f"the pair with it costs more or fits the hardware less well than with {best.label()}"
                     )
