@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import latency as lt
-from . import search
+from . import search, units
 from . import sizing as sz
 from .engine import GIB, EngineCtx
 from .kvtransfer import KVTransfer
@@ -130,7 +130,8 @@ QUEUEING = (
     "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the exact 0.95 point of their sum (TTFT log-normal"
     " through its p50 and p95, the wait 0 or exponential; integrated numerically). Replicas are the fewest whose TTFT "
     "p95 meets the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, "
-    "where TTFT and TPOT keep the same share of headroom. P/D: a decode pool the fewest replicas whose slots are free"
+    "where TTFT and TPOT keep the same share of headroom (policy batch_sizing: throughput keeps that largest batch); "
+    "the engine runs that max_num_seqs. P/D: a decode pool the fewest replicas whose slots are free"
     f" at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool "
     f"meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same "
     "way, TTFT p95 counting the wait for a decode slot"
@@ -227,6 +228,9 @@ def _estimates_doc(o: Outcome) -> dict:
     ch = o.rates.serve.chosen
     full = ch.full
     return {
+        "describes": "the aggregated option, not deployed: the plan disaggregates (see pools, disaggregation_options)"
+        if o.disagg
+        else "the serve pool",
         "batch_per_rank_at_tpot": ch.batch,
         "batch_limited_by": ch.limit,
         "decode_step_ms_at_batch": r(full.t_decode * 1000, 2) if full else None,
@@ -350,6 +354,7 @@ def plan_document(run: Run, o: Outcome) -> dict:
             "seed_comparison": run.seed,
             "decisions": list(run.dec),
             "warnings": run.warnings,
+            "units": units.plan_units(),
         }
     )
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
-from . import perf
+from . import perf, units
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
@@ -652,7 +652,7 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
         sized = [x for x in servable if x.full is not None] or servable
         chosen = min(sized, key=lambda x: x.full.tpot_p95 if x.full else 1e9)
         within = False
-    elif within:
+    elif within and run.pol["batch_sizing"] == "balanced":
         settle_batch(sizer, chosen)
     s = Search(chosen, cands, hw, eff, eff_why, within)
     s._slo = run.slo
@@ -825,7 +825,7 @@ class Disagg:
                 elif best is not None:
                     more = (cand.gpus - best.gpus) * hw.gpu["cost_class"]
                     d["why"] = (
-                        f"costs {r(more, 2)}/h more than {best.label()} for the traffic"
+                        f"costs {r(more, 2)} {units.COST_PER_HOUR} more than {best.label()} for the traffic"
                         if more > 0
                         else f"the pair with it costs more or fits the hardware less well than with {best.label()}"
                     )
@@ -893,7 +893,7 @@ def search_disagg(run: Run, ctxs: tuple, hws: tuple, lam: float) -> Disagg:
             if best is None or key < best[0]:
                 best = (key, p, d, cost, fits)
     _key, p, d, cost, fits = best
-    if fits:
+    if fits and run.pol["batch_sizing"] == "balanced":
         settle_decode(dsz, d, p, lam)
     out.prefill, out.decode, out.cost, out.within_hw = p, d, cost, fits
     out.transfer_s = _transfer(psz, p.lay, same_node, dem.work.prompt_mean)
