@@ -27,6 +27,7 @@ import re
 
 from ..cluster_facts import SERVING_APIS
 from ..planner import data as catalog
+from . import preflight_needs
 from .schema import IMAGE_BY_DIGEST, SchemaError
 
 # Platform components in apply order (the network operator before the GPU operator: the GPU
@@ -1050,6 +1051,8 @@ class _Builder:
                 for e in self.intent["plans"]
             ),
             "allow_unobserved_gpus": "gpu_operator" in self.components,
+            # the claims and Secrets serving reads, and whose pods' GPUs are the site's (serving_preflight.py)
+            "serving": preflight_needs.serving_needs(self.intent),
         }
         for key, value in (pre["preflight_requirements"] or {}).items():
             if value is None:
