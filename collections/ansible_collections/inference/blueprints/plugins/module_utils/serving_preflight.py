@@ -14,6 +14,7 @@ What the scheduler and the kubelet would otherwise only say on the pods, after t
   PersistentVolumeClaims``; kubernetes v1.36 pkg/scheduler/framework/plugins/volumebinding);
 - GPUs and RDMA devices present but held by other pods (other sites included): NodeResourcesFit counts the
   requests of every pod bound to a node, whatever its phase until it ends (``Insufficient nvidia.com/gpu``;
+  a pod already being deleted is counted free here: its devices come back within its grace period;
   pkg/scheduler/framework/plugins/noderesources/fit.go), and a cordoned node (``spec.unschedulable``) or one
   that is not Ready takes no new pod (NodeUnschedulable plugin; the node lifecycle controller's
   ``node.kubernetes.io/not-ready`` taint).
@@ -105,7 +106,9 @@ def gather(get, needs: dict) -> dict:
     for pod in (get(PODS_PATH) or {}).get("items") or []:
         meta, node = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
         holds = pod_requests(pod)
-        if node and holds:
+        # a pod being deleted frees its devices within its grace period: counted free, as a re-run after a
+        # teardown would otherwise stop on the site's own pods still terminating
+        if node and holds and not meta.get("deletionTimestamp"):
             held.append({"namespace": meta.get("namespace"), "name": meta.get("name"), "node": node, "holds": holds})
     return {"claims": claims, "secrets": secrets, "held": held}
 
