@@ -14,8 +14,10 @@ scoped to the object's name:
 Added to those:
 
 - the reads of the cluster read (``cluster_facts.independent_reads``: nodes, namespaces, storage
-  classes, Subscriptions, CSVs, the four schema CRDs, PackageManifests, ...), for the platform stage,
-  which is the one that runs the preflight;
+  classes, Subscriptions, CSVs, the four schema CRDs, PackageManifests, ...) and of preflight's serving
+  checks (``serving_preflight.paths``: the claims of pvc:// weights and the Secrets the site names, by name;
+  the pods of every namespace, listed, for the GPUs they hold), for the platform stage, which is the one that
+  runs the preflight;
 - every wait of the stage (``get`` by name);
 - the ClusterServiceVersions OLM installs for our Subscriptions: their names are chosen by the
   cluster at install time, so ``get`` and ``delete`` on CSVs are the one write right not scoped by name;
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts
+from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts, serving_preflight
 
 PREFIX = "inference-blueprints"
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -216,9 +218,12 @@ def _add_waits(grants: Grants, waits: list[dict], stage: str) -> None:
         grants.add(scope, group_of(w["apiVersion"]), plural(w["kind"]), WAIT_VERBS, w.get("name"))
 
 
-def _add_reads(grants: Grants, packages) -> None:
-    for path in cluster_facts.independent_reads(READ_GROUPS, packages):
-        group, resource, _ns, verb, name = read_rule(path)
+def _add_reads(grants: Grants, packages, serving_needs=None) -> None:
+    paths = cluster_facts.independent_reads(READ_GROUPS, packages)
+    if serving_needs is not None:  # preflight's serving checks: the claims and Secrets by name, the pods listed
+        paths += serving_preflight.paths(serving_needs)
+    for path in paths:
+        group, resource, _ns, verb, name = read_rule(path.split("?", 1)[0])
         grants.add(None, group, resource, (verb,), name)
 
 
@@ -241,7 +246,9 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
         if intent["serving"]["models"]:
             grants.add(intent["serving"]["namespace"], "", "pods", VERIFY_POD_VERBS)
     if stage == "platform":
-        _add_reads(grants, intent["platform"]["preflight"]["packages"])
+        _add_reads(
+            grants, intent["platform"]["preflight"]["packages"], intent["platform"]["requirements"].get("serving")
+        )
         for (group, kind), verbs in UNNAMED.items():
             if any(group_of(o["apiVersion"]) == "operators.coreos.com" for o in rendered["objects"]):
                 grants.add(None, group, plural(kind), verbs)
