@@ -27,7 +27,8 @@ Added to those:
 - for serving, ``update`` on each LLMInferenceService it renders, by name: ``playbooks/canary.yml`` replaces
   the services it rolls (and restores them) with a PUT, which ``patch`` does not cover;
 - for serving, ``list`` on the Pods of the serving namespace: verify's placement (``k8s_endpoints``) reads
-  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's).
+  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's), and the
+  stage's wait reads why they are not ready, with ``list`` on the namespace's Events (``k8s_wait``).
 
 The split per stage:
 
@@ -64,6 +65,8 @@ WAIT_VERBS = ("get",)
 CANARY = {("serving.kserve.io", "LLMInferenceService"): ("update",)}
 # verify's placement lists the serving namespace's Pods (k8s_endpoints; KServe and the LWS controller name them)
 VERIFY_POD_VERBS = ("list",)
+# the serving stage's wait lists the Warning events of the serving namespace: why its pods are not ready
+WAIT_EVENT_VERBS = ("list",)
 # kinds whose object names the cluster picks, not the intent: OLM names a Subscription's CSV
 UNNAMED = {("operators.coreos.com", "ClusterServiceVersion"): ("get", "delete")}
 # the groups whose reads the cluster read makes when the cluster serves them (all of them on OpenShift)
@@ -245,6 +248,8 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
                        obj["metadata"]["name"])  # fmt: skip
         if intent["serving"]["models"]:
             grants.add(intent["serving"]["namespace"], "", "pods", VERIFY_POD_VERBS)
+            # the serving wait reads the pods and Warning events behind its workloads (module_utils/wait_causes.py)
+            grants.add(intent["serving"]["namespace"], "", "events", WAIT_EVENT_VERBS)
     if stage == "platform":
         _add_reads(
             grants, intent["platform"]["preflight"]["packages"], intent["platform"]["requirements"].get("serving")
