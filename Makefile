@@ -24,7 +24,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 PROFILES    := $(sort $(notdir $(basename $(wildcard tests/controlplane/profiles/*.yaml))))
 space       := $(subst ,, )
 
-.PHONY: help setup lint ruff ansible-lint sanity unit pytest pytest-reliability pytest-rest test demo bench clean
+.PHONY: help setup lint ruff ansible-lint sanity unit pytest pytest-reliability pytest-rest test demo bench clean docs-reference
 
 help:
 	@echo "make demo          plan, render and converge the example chat site on the local control plane"
@@ -33,6 +33,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make stage-artifacts SITE=inventories/example-rag   stage a site's pvc:// weights claims on the local control plane"
 	@echo "make bench         benchmarks (print figures)"
+	@echo "make docs-reference  regenerate the site-variable reference from the schema"
 
 # ---------------------------------------------------------------- setup
 $(STAMP): pyproject.toml
@@ -60,6 +61,11 @@ sanity: setup
 	$(PY) scripts/ansible_test_offline.py sanity
 
 lint: ruff ansible-lint
+
+# the site-variable reference (the collection's docs/site-variables.md and the site module's notes), generated from
+# the validator's schema, the blueprints and the example inventories; tests/unit/test_site_reference.py checks it
+docs-reference: setup
+	$(PY) scripts/site_reference.py
 
 # ---------------------------------------------------------------- tests
 unit: setup

@@ -120,6 +120,8 @@ def test_render_dir_is_relative_to_the_working_directory_and_the_run_says_where(
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     summary = records[-1]
     assert summary["rendered"]["dir"] == str(in_tmp / "render" / "chat-east-1")
+    # every file the render added is listed (issue 31 item 2: the run said only "changed")
+    assert summary["file_changes"] and set(summary["file_changes"].values()) == {"created"}
     assert list((in_tmp / "render").rglob("*.yaml")), "nothing under ./render of the working directory"
     assert not (ROOT / "playbooks" / "render").exists() and not (Path(COLLECTION_PLAYBOOKS) / "render").exists()
     kinds = [r["event"] for r in records]
@@ -132,6 +134,7 @@ def test_render_dir_is_relative_to_the_working_directory_and_the_run_says_where(
     # the terminal form says the same
     text = _converge("--stage", "serving", "-e", "delivery=render", "-e", "render_dir=./render", cwd=in_tmp).stdout
     assert f"under {in_tmp / 'render' / 'chat-east-1'}" in text and "exit 0: converged" in text
+    assert "Files:" not in text  # the second run added, changed and removed nothing
 
 
 def test_converge_exit_codes_for_scripts(in_tmp):

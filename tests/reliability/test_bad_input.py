@@ -57,9 +57,12 @@ def _fragment(text: str, fragment: str) -> bool:
 def test_bad_input_fails_early_and_clearly(row, plane, baseline, broken_kubeconfigs, tmp_path):
     inventory = copy_inventory(row["site"], tmp_path)
     kubeconfig = plane.kubeconfig
+    extravars = [f"report_dir={tmp_path / 'reports'}", f"render_dir={tmp_path / 'render'}"]
     for edit in (e.strip() for e in row["edit"].split(";")):
         if edit.startswith("kubeconfig "):
             kubeconfig = broken_kubeconfigs[edit.split()[1]]
+        elif edit.startswith("extravar "):
+            extravars.append(edit[len("extravar ") :].strip())  # after the harness's own: it wins
         elif edit == "none":
             continue
         else:
@@ -69,7 +72,7 @@ def test_bad_input_fails_early_and_clearly(row, plane, baseline, broken_kubeconf
         PLAYBOOKS / row["playbook"],
         inventory,
         env=ansible_env(kubeconfig),
-        extravars=[f"report_dir={tmp_path / 'reports'}", f"render_dir={tmp_path / 'render'}"],
+        extravars=extravars,
         timeout=300,
     )
     t0 = time.monotonic()

@@ -306,12 +306,19 @@ def test_two_clusters_with_one_destination_are_refused_before_anything_is_writte
     assert not list(tmp_path.iterdir())
 
 
-def test_a_rewrite_removes_the_combined_root_of_earlier_releases(tmp_path):
-    _, _, root = _tree("example-sovereign-burst", tmp_path)
-    stale = root / "argocd" / "kustomization.yaml"
-    stale.write_text("resources: [onprem-fra-1.yaml, burst-aws-1.yaml]\n")
+def test_a_rewrite_keeps_an_argocd_kustomization_it_did_not_write_and_names_an_old_combined_root(tmp_path):
+    """Earlier releases wrote one argocd/kustomization.yaml for every cluster and a rewrite removed it; the file may
+    be the user's own (issue 31 item 2): kept, and named when it lists a cluster of the site."""
+    intents, _, root = _tree("example-sovereign-burst", tmp_path)
+    combined = root / "argocd" / "kustomization.yaml"
+    combined.write_text("resources: [onprem-fra-1, burst-aws-1]\n")
     _, results, _ = _tree("example-sovereign-burst", tmp_path)
-    assert not stale.exists() and {"path": str(stale), "action": "deleted"} in results
+    assert combined.read_text() == "resources: [onprem-fra-1, burst-aws-1]\n"
+    assert {r["action"] for r in results} == {"unchanged"}
+    warning = gitops.legacy_root_warning(str(root), intents)
+    assert str(combined) in warning and "burst-aws-1, onprem-fra-1" in warning
+    combined.write_text("resources: [team-b-app.yaml]\n")
+    assert gitops.legacy_root_warning(str(root), intents) is None
 
 
 @pytest.mark.parametrize("site", EXAMPLES)

@@ -44,7 +44,11 @@ class ActionModule(intents_mod.IntentAction):
         objects = namespaces + [r for objs in roles.values() for r in objs] + binds
         files, changed = [], False
         if args["dest"]:
-            written, _diffs, changed = apply_mod.render(objects, args["dest"], None, self._task.check_mode)
+            try:
+                written, _diffs, changed = apply_mod.render(objects, args["dest"], None, self._task.check_mode)
+            except apply_mod.render_tree_mod.TreeError as e:
+                result.update(failed=True, msg=f"inference.blueprints.access: {e}")
+                return result
             files = [w["path"] for w in written]
         result.update(
             changed=changed,

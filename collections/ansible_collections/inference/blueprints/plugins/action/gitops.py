@@ -5,6 +5,7 @@ clusters whose delivery is gitops, in one task."""
 
 from __future__ import annotations
 
+from ansible_collections.inference.blueprints.plugins.module_utils import render_tree as tree_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -33,20 +34,26 @@ class ActionModule(intents_mod.IntentAction):
             for host, intent in intents.items():
                 if intent["site"]["delivery"] == "gitops":
                     sites.setdefault(intent["site"]["render_dir"], {})[host] = intent
-            files = []
-            for root, members in sorted(sites.items()):
-                files += gitops_mod.write(root, gitops_mod.site_tree(members), bool(self._task.check_mode))
+            # every tree is checked before the first is written: a refusal leaves all of them as they were
+            plans = [gitops_mod.plan(root, gitops_mod.site_tree(members)) for root, members in sorted(sites.items())]
+            files = [f for p in plans for f in tree_mod.apply(p, bool(self._task.check_mode))]
         except SchemaError as e:
             return self._schema_failure(result, e)
-        except render_mod.RenderError as e:
+        except (render_mod.RenderError, tree_mod.TreeError) as e:
             result.update(failed=True, msg=f"inference.blueprints.gitops: {e}")
             return result
         changed = [f for f in files if f["action"] != "unchanged"]
+        lines = tree_mod.summary(files)
+        warnings = [w for root, hosts in sorted(sites.items()) if (w := gitops_mod.legacy_root_warning(root, hosts))]
+        if warnings:
+            result["warnings"] = warnings
         result.update(
             changed=bool(changed),
             files=files,
             trees=sorted(sites),
-            msg=f"{len(files)} files in {', '.join(sorted(sites)) or 'no tree'} ({len(changed)} written or removed)",
+            file_changes=changed,
+            msg=f"{len(files)} files in {', '.join(sorted(sites)) or 'no tree'} ({len(changed)} added, changed or "
+            "removed)" + "".join(f"\n  {line}" for line in lines[:200]),
         )
         return result
 

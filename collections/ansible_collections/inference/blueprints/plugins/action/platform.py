@@ -9,6 +9,7 @@ import os
 
 from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts as facts_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
+from ansible_collections.inference.blueprints.plugins.module_utils import render_tree as tree_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
@@ -58,7 +59,7 @@ class ActionModule(intents_mod.IntentAction):
                     result.update(out)
                     return result
                 result.update(out)
-        except (SchemaError, render_mod.RenderError) as e:
+        except (SchemaError, render_mod.RenderError, tree_mod.TreeError) as e:
             result.update(failed=True, msg=f"inference.blueprints.platform: {e}")
             return result
         result.setdefault("changed", False)
@@ -76,7 +77,7 @@ class ActionModule(intents_mod.IntentAction):
 
     def _render(self, task_vars: dict, args: dict, me: str, bound: dict | None, check: bool) -> dict:
         hosts = args["hosts"] or [me]
-        per_host, files, changed, gaps = {}, [], False, []
+        per_host, files, changed, gaps, file_changes = {}, [], False, [], []
         selected = []
         intents = self._intents(task_vars, [h for h in hosts if not (h == me and bound is not None)])
         for host in hosts:
@@ -100,15 +101,20 @@ class ActionModule(intents_mod.IntentAction):
             if args["write"] and delivery in ("render", "gitops") and args["state"] == "present":
                 # one directory per cluster under the site's render_dir; platform objects carry their
                 # namespace (or are cluster-scoped): no default namespace is added
-                results, _diffs, host_changed = apply_mod.render(
-                    out["objects"], os.path.join(intent["site"]["render_dir"], host), None, check
-                )
+                # the one tree writer (module_utils/render_tree.py); the whole stage prunes what it no longer renders
+                whole = args["phase"] == "all" and not args["components"]
+                written, _results, _diffs, host_changed = apply_mod.render_tree(
+                    out["objects"], os.path.join(intent["site"]["render_dir"], host), None, check,
+                    scope="platform" if whole else "components", prune=whole,
+                )  # fmt: skip
                 changed |= host_changed
-                files.extend(r["path"] for r in results)
+                files.extend(r["path"] for r in written if r["action"] != "removed")
+                file_changes.extend(r for r in written if r["action"] != "unchanged")
         mine = per_host.get(me)
         if mine is None:
             return {"changed": changed, "objects": [], "waits": [], "wait_timeout": 0, "dropped": [], "files": files,
-                    "hosts": sorted(per_host), "counts": {h: len(v["objects"]) for h, v in per_host.items()},
+                    "file_changes": file_changes, "hosts": sorted(per_host),
+                    "counts": {h: len(v["objects"]) for h, v in per_host.items()},
                     "operators_pending": [], "notes": []}  # fmt: skip
         p = mine["intent"]["platform"]
         return {
@@ -126,6 +132,7 @@ class ActionModule(intents_mod.IntentAction):
             "operators_pending": [c for c in p["operators_pending"] if c in mine["components"]],
             "notes": p["notes"],
             "files": files,
+            "file_changes": file_changes,
             "hosts": sorted(per_host),
             "counts": {h: len(v["objects"]) for h, v in per_host.items()},
         }

@@ -145,6 +145,7 @@ class ActionModule(intents_mod.IntentAction):
         names = [to_text(n) for n in hv]
         values = {n: hv[n] for n in names if n in build.variable_names()}
         values["calibration"] = entries
+        values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
         ignore = intents_mod.MAGIC | frozenset(get_reserved_names())
         ignore |= intents_mod.runtime_names(self._task.get_variable_manager(), host)
         try:

@@ -40,12 +40,16 @@ class CallbackModule(CallbackBase):
         super().__init__()
         self._seen = defaultdict(list)
         self._files: list[str] = []
+        self._changes: dict[str, str] = {}
 
     def v2_runner_on_ok(self, result):
         if result._task.action in _WRITERS:
             # render/platform/gitops actions write files for clusters delivered by render or gitops
             for f in result._result.get("files") or []:
                 self._files.append(f["path"] if isinstance(f, dict) else f)
+            # what the writer added, changed and removed (module_utils/render_tree.py), listed at the end
+            for f in result._result.get("file_changes") or []:
+                self._changes[f["path"]] = f["action"]
             return
         if result._task.action not in _APPLY:
             return
@@ -53,12 +57,19 @@ class CallbackModule(CallbackBase):
             self._seen[result._host.get_name()].append(obj)
 
     def v2_playbook_on_stats(self, stats):
-        if self._files:
+        if self._files or self._changes:
             import os
 
-            files = sorted(set(self._files))
+            files = sorted(set(self._files) | set(self._changes))
             self._display.banner("FILES (delivery render / gitops)")
-            self._display.display(f"{len(files)} files under {os.path.commonpath(files)}")
+            counts = {a: sum(1 for v in self._changes.values() if v == a) for a in ("created", "changed", "removed")}
+            self._display.display(
+                f"{len(files)} files under {os.path.commonpath(files)}: {counts['created']} added, "
+                f"{counts['changed']} changed, {counts['removed']} removed"
+            )
+            words = {"created": "added", "changed": "changed", "removed": "removed"}
+            for path, action in sorted(self._changes.items()):
+                self._display.display(f"  {words.get(action, action):<8} {path}")
         if not self._seen:
             return
         self._display.banner("OBJECTS (inference.blueprints.k8s_apply)")

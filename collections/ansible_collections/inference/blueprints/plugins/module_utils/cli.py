@@ -22,13 +22,16 @@ from ansible_collections.inference.blueprints.plugins.module_utils import invent
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import blueprint as bp_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema, summary
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import PlanError, hf_config, plan
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import report as report_mod
 
 # planner input field -> CLI option (for error messages in explicit mode)
 OPTION_NAMES = {
     "model": "--model",
     "model_architecture": "--architecture",
+    "model_quantization": "--quantization",
+    "quantization": "--quantization",
+    "artifact": "--artifact",
     "gpu": "--gpu",
     "gpus_per_node": "--gpus-per-node",
     "nodes": "--nodes",
@@ -84,6 +87,8 @@ class CliError(Exception):
 def _option(field: str) -> str:
     if field in OPTION_NAMES:
         return OPTION_NAMES[field]
+    if field.startswith("model_architecture."):
+        return "--architecture " + field.split(".", 1)[1]
     if field.startswith("traffic."):
         return "--" + field.split(".", 1)[1].replace("_", "-")
     if field.startswith("policy."):
@@ -116,7 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex = p.add_argument_group("explicit inputs")
     ex.add_argument("--model", help="model catalog id, e.g. Qwen3.6-27B")
-    ex.add_argument("--architecture", metavar="FILE", help="YAML file with an explicit model architecture")
+    ex.add_argument(
+        "--architecture",
+        metavar="FILE",
+        help="the model's Hugging Face config.json (or a YAML file with the catalog's architecture fields)",
+    )
+    ex.add_argument(
+        "--quantization",
+        choices=tuple(hf_config.QUANTIZATIONS),
+        help="the checkpoint's precision when its config.json has no quantization_config",
+    )
+    ex.add_argument("--artifact", metavar="URI", help="what vLLM loads (hf://org/name, pvc://, oci://)")
     ex.add_argument("--name", help="Kubernetes name of the model service")
     ex.add_argument(
         "--blueprint", default=None, help="take policy, traffic and SLO defaults from blueprints/<BLUEPRINT>.yml"
@@ -204,6 +219,19 @@ def _parse_policy(items: list[str]) -> dict:
     return out
 
 
+def _architecture_file(path: str):
+    """An --architecture file: a Hugging Face config.json (JSON is YAML) or the catalog's fields as YAML."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CliError(f"--architecture: cannot read {path}: {e.strerror}") from None
+    try:
+        return json.loads(text)  # YAML 1.1 would read a config.json's 1e-05 as text
+    except ValueError:
+        return _load_yaml(text, f"--architecture {path}")
+
+
 def explicit_inputs(a: argparse.Namespace) -> dict:
     if not a.model and not a.architecture:
         raise CliError("--model: required (a catalog id such as Qwen3.6-27B) unless --site or --architecture is given")
@@ -223,11 +251,7 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
         "policy_source": source,
     }
     if a.architecture:
-        try:
-            with open(a.architecture, encoding="utf-8") as fh:
-                inp["model_architecture"] = _load_yaml(fh, f"--architecture {a.architecture}")
-        except OSError as e:
-            raise CliError(f"--architecture: cannot read {a.architecture}: {e.strerror}") from None
+        inp["model_architecture"] = _architecture_file(a.architecture)
     for k in (
         "name",
         "gpus_per_node",
@@ -241,12 +265,15 @@ def explicit_inputs(a: argparse.Namespace) -> dict:
         "gpu_memory_utilization",
         "kv_cache_memory_bytes",
         "vllm_version",
+        "artifact",
     ):
         v = getattr(a, k)
         if v is not None:
             inp[k] = v
     if a.kv_dtype is not None:
         inp["kv_cache_dtype"] = a.kv_dtype
+    if a.quantization is not None:
+        inp["model_quantization"] = a.quantization
     if a.context:
         inp["contexts"] = a.context
     traffic = {k: getattr(a, k) for k in (*TRAFFIC_OPTS, "arrival_rate_rps") if getattr(a, k) is not None}
@@ -326,6 +353,7 @@ def load_site_vars(site: str, extra_vars: dict | None = None) -> dict[str, tuple
                 raise CliError(str(e)) from None
             templar = Templar(loader=loader, variables=hv)
             values = {k: templar.template(v) for k, v in hv.items() if k in wanted}
+            values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
             out[host.name] = (values, list(hv))
     except AnsibleError as e:
         raise CliError(f"--site: cannot read inventory {site}: {e}") from None
@@ -365,7 +393,10 @@ def site_intents(site: str, blueprints_dir: str | None, extra_vars: dict | None 
     out = {}
     for host, (values, names) in load_site_vars(site, extra_vars).items():
         try:
-            out[host] = build.site_intent(host, values, names, candidates, ignore=MAGIC_VARS)
+            inventory_dirs = [site if os.path.isdir(site) else os.path.dirname(site)]
+            out[host] = build.site_intent(
+                host, values, names, candidates, ignore=MAGIC_VARS, inventory_dirs=inventory_dirs
+            )
         except SchemaError as e:
             raise CliError(str(e)) from None
     try:

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait, ownership
+from ansible_collections.inference.blueprints.plugins.module_utils import render_tree as render_tree_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
 
 try:
@@ -377,38 +378,60 @@ def _dumper():
         return yaml.SafeDumper
 
 
-def render_path(render_dir, obj):
+def render_rel(obj):
+    """The path of an object's file under a render directory: <namespace or _cluster>/<kind>.<group>-<name>.yaml."""
     meta = obj["metadata"]
     group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "core"
     folder = meta.get("namespace") or "_cluster"
-    return os.path.join(render_dir, folder, f"{obj['kind'].lower()}.{group}-{meta['name']}.yaml")
+    return f"{folder}/{obj['kind'].lower()}.{group}-{meta['name']}.yaml"
 
 
-def render(objs, render_dir, namespace, check_mode):
-    results, diffs, changed = [], [], False
+def render_path(render_dir, obj):
+    return os.path.join(render_dir, *render_rel(obj).split("/"))
+
+
+def render_files(objs, namespace):
+    """[(object, path under the render directory, text)] of the objects, as delivery=render writes them."""
+    out = []
     dumper = _dumper()
     # plain types: objects templated in-process carry Ansible's tagged str/dict subclasses
-    objs = json.loads(json.dumps(objs))
-    for obj in objs:
+    for obj in json.loads(json.dumps(objs)):
         meta = dict(obj["metadata"])
         if namespace and not meta.get("namespace") and obj["kind"] not in CLUSTER_KINDS:
             meta["namespace"] = namespace
         obj = {**obj, "metadata": meta}
-        path = render_path(render_dir, obj)
-        text = yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False)
-        old = None
-        if os.path.exists(path):
+        out.append((obj, render_rel(obj), yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False)))
+    return out
+
+
+def render_tree(objs, render_dir, namespace, check_mode, *, scope="objects", prune=False):  # noqa: PLR0913
+    """Write the objects under render_dir with the one tree writer (module_utils/render_tree.py: it owns only
+    the files it wrote, never leaves render_dir); raises render_tree.TreeError. Returns (file results,
+    object entries, diffs, changed)."""
+    files = render_files(objs, namespace)
+    before = {}
+    for _obj, rel, _text in files:
+        path = render_tree_mod.contained(render_dir, rel)
+        before[rel] = None
+        if os.path.isfile(path):
             with open(path, encoding="utf-8") as fh:
-                old = fh.read()
-        differs = old != text
-        changed |= differs
-        if differs and not check_mode:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                before[rel] = fh.read()
+    file_results = render_tree_mod.write(
+        render_dir, {rel: text for _obj, rel, text in files}, scope, prune=prune, check_mode=check_mode
+    )
+    results, diffs = [], []
+    for obj, rel, text in files:
+        differs = before[rel] != text
+        path = os.path.join(render_dir, rel)
         results.append(entry(obj, "rendered" if differs else "unchanged", path=path))
         if differs:
-            diffs.append({"before_header": path, "after_header": path, "before": old or "", "after": text})
+            diffs.append({"before_header": path, "after_header": path, "before": before[rel] or "", "after": text})
+    changed = any(r["action"] != "unchanged" for r in file_results)
+    return file_results, results, diffs, changed
+
+
+def render(objs, render_dir, namespace, check_mode):
+    _files, results, diffs, changed = render_tree(objs, render_dir, namespace, check_mode)
     return results, diffs, changed
 
 
@@ -851,7 +874,10 @@ def run(params, check_mode=False, diff=False, env=None):
             return {"changed": False, "objects": [], "msg": "delivery=render: nothing to delete"}
         if not params.get("render_dir"):
             return {"failed": True, "msg": "delivery=render needs render_dir: the directory to write the objects to"}
-        results, diffs, changed = render(objs, params["render_dir"], params.get("namespace"), check_mode)
+        try:
+            results, diffs, changed = render(objs, params["render_dir"], params.get("namespace"), check_mode)
+        except render_tree_mod.TreeError as exc:
+            return {"failed": True, "msg": str(exc)}
         return {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
     if not kc.HAS_KUBERNETES:
         return {"failed": True, "msg": f"k8s_apply needs the kubernetes Python package: {kc.KUBERNETES_IMPORT_ERROR}"}

@@ -19,6 +19,10 @@ description:
   - The objects are the ones the apply path renders (the same templates and intent); the tree holds no secret
     values, only references. Files change only when their content does, and files of objects no longer intended
     are removed, so a second run writes nothing.
+  - The tree owns only the files it wrote, listed with their sha256 in C(.inference-blueprints-manifest) at the
+    root of C(render_dir); a file it did not write (the user's own, in a repository clone) is never changed or
+    removed. A path of the tree taken by such a file, or a file it wrote and the user edited since, fails the
+    task naming the file, before anything is written.
   - Runs on the controller as an action plugin; computes the intents of hosts that carry none (a fleet in one task).
 author:
   - inference.blueprints contributors (@inference-blueprints)
@@ -54,7 +58,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: Every file of the trees, with what happened to it (created, changed, unchanged, deleted).
+  description: Every file of the trees, with what happened to it (created, changed, unchanged, removed).
+  returned: O(write=true)
+  type: list
+  elements: dict
+file_changes:
+  description: The files of RV(files) that were created, changed or removed.
   returned: O(write=true)
   type: list
   elements: dict

@@ -44,7 +44,23 @@ options:
         C(params_b), C(active_params_b), C(embedding_params_b), C(lm_head_params_b) and
         C(max_position_embeddings); MoE models add C(experts), C(experts_per_token) and C(expert_params_b),
         hybrid models a C(gdn) dict, MLA models an C(mla) dict. C(id) names it.
+      - Or the fields of the model's Hugging Face C(config.json), whose C(model_type) is one of V(llama),
+        V(mistral), V(qwen2), V(qwen3), V(granite), V(mixtral), V(qwen2_moe) or V(qwen3_moe). The planner counts
+        the parameters from the layer shapes and reads the checkpoint's precision from C(quantization_config), the
+        same conversion as C(blueprints plan --architecture config.json) and a site's C(models[].architecture).
     type: dict
+  model_quantization:
+    description:
+      - The precision of the checkpoint O(model_architecture) describes when its config.json has no
+        C(quantization_config) (one that has it must agree). V(fp8-channel) is per-tensor or per-channel FP8,
+        V(int4) weight-only 4-bit (AWQ, GPTQ).
+    type: str
+    choices: [bf16, fp8-block, fp8-channel, int4, nvfp4]
+  artifact:
+    description:
+      - The artifact vLLM loads (V(hf://org/name), V(pvc://...), V(oci://...)); the plan's C(served_model) and
+        whether vLLM quantizes it at load follow from it (a site passes C(models[].artifact.uri)).
+    type: str
   name:
     description:
       - Kubernetes (DNS-1123) name of the model service, echoed as C(plan.model.name).
@@ -95,10 +111,11 @@ options:
   weights:
     description:
       - Weight precision. V(fp4) is NVFP4 (needs FP4 tensor cores, V(b200) or V(rtx-pro-6000)).
+      - V(int4) (alias V(w4a16)) is a weight-only 4-bit checkpoint (AWQ, GPTQ), served as it is stored.
       - V(auto) takes the first of the policy's C(allowed_weights) that the GPU runs and that fits a node.
     type: str
     default: auto
-    choices: [auto, bf16, fp8, fp4, nvfp4]
+    choices: [auto, bf16, fp8, fp4, nvfp4, int4, w4a16]
   kv_cache_dtype:
     description:
       - KV-cache dtype passed to vLLM. V(auto) is the model dtype (BF16).

@@ -151,6 +151,12 @@ files:
   returned: with O(phase)
   type: list
   elements: str
+file_changes:
+  description: The files created, changed or removed (C(path), C(action)); C(.inference-blueprints-manifest) lists
+    the files the render owns.
+  returned: with O(phase)
+  type: list
+  elements: dict
 hosts:
   description: The hosts rendered.
   returned: with O(phase)

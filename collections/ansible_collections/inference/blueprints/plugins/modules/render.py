@@ -14,7 +14,10 @@ description:
     or of the given components, from the deployment intent the P(inference.blueprints.site#module) action set
     (C(ansible_facts.site_intents)), and returns the objects and the readiness waits the intent holds for them.
   - For clusters whose intent says C(delivery=render) or C(delivery=gitops), writes one YAML file per object
-    under C(<render_dir>/<cluster>/) (O(write)); nothing is sent to any cluster.
+    under C(<render_dir>/<cluster>/) (O(write)); nothing is sent to any cluster. The directory's
+    C(.inference-blueprints-manifest) lists the files the render wrote; only those are changed, and removed when
+    a whole stage no longer renders them; a file it did not write, or one it wrote that was edited since, fails
+    the task, naming it, before anything is written.
   - With O(hosts) it renders many clusters in one task (a fleet renders in one call).
   - Runs on the controller as an action plugin.
 author:
@@ -84,6 +87,12 @@ files:
   returned: success
   type: list
   elements: str
+file_changes:
+  description: The files created, changed or removed (C(path), C(action)); C(.inference-blueprints-manifest) lists
+    the files the render owns.
+  returned: success
+  type: list
+  elements: dict
 hosts:
   description: The hosts rendered.
   returned: success

@@ -154,6 +154,7 @@ class Tracker:
     plan_lines: list = field(default_factory=list)
     reports: list = field(default_factory=list)
     rendered: list = field(default_factory=list)
+    file_changes: dict = field(default_factory=dict)  # path -> created, changed, removed (module_utils/render_tree.py)
     exit_hint: int = EXIT_FAILED
     _play: int = -1
     _stage: Stage | None = None
@@ -253,6 +254,8 @@ class Tracker:
             self.reports = list(res["reports"])
         if action in (RENDER_ACTION, "render") and res.get("files"):
             self.rendered = sorted(set(self.rendered) | set(res["files"]))
+        if action.rsplit(".", 1)[-1] in ("render", "platform", "gitops"):
+            self.file_changes.update({f["path"]: f["action"] for f in res.get("file_changes") or []})
         if action in (APPLY_ACTION, "k8s_apply"):
             for obj in res.get("objects") or []:
                 st.objects[obj.get("action", "?")] = st.objects.get(obj.get("action", "?"), 0) + 1
@@ -342,6 +345,7 @@ def summary_lines(tracker: Tracker, rc: int, log: str | None) -> list[str]:
         out.append(f"Sizing report: {', '.join(tracker.reports)}")
     if tracker.rendered:
         out.append(f"Rendered {len(tracker.rendered)} files under {common_dir(tracker.rendered)}")
+    out += file_change_lines(tracker.file_changes)
     failed = [s for s in stages if s.failed]
     for s in failed:
         out.append(f"FAILED in {s.name}: {s.failed_task}: {s.failed_msg}")
@@ -356,6 +360,17 @@ def key_choices(lines: list[str], limit: int = 12) -> list[str]:
     keep = [ln.strip() for ln in lines if " = " not in ln and "WARNING" not in ln]
     warn = [ln.strip() for ln in lines if "WARNING" in ln]
     return (keep + warn)[:limit]
+
+
+def file_change_lines(changes: dict, limit: int = 40) -> list[str]:
+    """What the render wrote: counts, then each file added, changed or removed (the first ``limit``)."""
+    if not changes:
+        return []
+    words = {"created": "added", "changed": "changed", "removed": "removed"}
+    counts = ", ".join(f"{sum(1 for a in changes.values() if a == k)} {w}" for k, w in words.items())
+    lines = [f"  {words.get(a, a):<8} {p}" for p, a in sorted(changes.items())]
+    more = [f"  ... and {len(lines) - limit} more"] if len(lines) > limit else []
+    return [f"Files: {counts}", *lines[:limit], *more]
 
 
 def common_dir(paths: list[str]) -> str:
@@ -514,6 +529,7 @@ def _summary_record(tracker: Tracker, rc: int, log: str | None) -> dict:
         "plan": key_choices(tracker.plan_lines),
         "reports": tracker.reports,
         "rendered": {"files": len(tracker.rendered), "dir": common_dir(tracker.rendered)} if tracker.rendered else None,
+        "file_changes": dict(sorted(tracker.file_changes.items())),
         "log": log,
     }
 

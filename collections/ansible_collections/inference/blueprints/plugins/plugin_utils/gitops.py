@@ -4,9 +4,10 @@
 
 The layout and the Argo CD objects are decided in ``module_utils/intent/gitops.py``; this
 writes them: every component's objects (the same templates the apply path renders), a
-kustomization per directory, the Applications and the AppProject. Files are written only when
-their content changes and files of objects no longer intended are removed, so a second run
-writes nothing and the tree is byte-identical.
+kustomization per directory, the Applications and the AppProject, with the one tree writer
+(module_utils/render_tree.py): files are written only when their content changes, files the
+render wrote that are no longer intended are removed, and files it did not write are never
+touched; a second run writes nothing and the tree is byte-identical.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 
 import yaml
-from ansible_collections.inference.blueprints.plugins.module_utils import ownership
+from ansible_collections.inference.blueprints.plugins.module_utils import ownership, render_tree
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as platform_render
@@ -208,34 +209,40 @@ def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
     return files
 
 
+def plan(root: str, files: dict[str, dict]) -> render_tree.Plan:
+    """Check the write of a site's tree under ``root`` (module_utils/render_tree.py): each cluster's files
+    (argocd/<cluster>/, clusters/<cluster>/) are one scope of the tree's manifest, written in full, so a file
+    the cluster no longer renders is removed, while files the render did not write (the user's own, another
+    site's clusters) are never touched. Raises render_tree.TreeError before anything is written."""
+    scopes: dict[str, dict[str, str]] = {}
+    for rel, obj in files.items():
+        parts = rel.split("/")
+        if len(parts) < 3 or parts[0] not in ("argocd", "clusters"):
+            raise render_tree.TreeError(f"refusing to write {rel!r}: not under argocd/<cluster>/, clusters/<cluster>/")
+        scopes.setdefault(parts[1], {})[rel] = _dump(obj)
+    return render_tree.plan(root, scopes, prune=True)
+
+
 def write(root: str, files: dict[str, dict], check_mode: bool = False) -> list[dict]:
-    """Write the tree under ``root``; remove stale YAML in the directories it owns. Results per file."""
-    results = []
-    owned_dirs = {os.path.dirname(p) for p in files}
-    # argocd/ itself: earlier releases wrote every cluster's root into one argocd/kustomization.yaml,
-    # which bootstrapped both clusters' trees on each cluster; a rewrite removes it
-    owned_dirs |= {"argocd"} if any(p.startswith("argocd/") for p in files) else set()
-    for rel, obj in sorted(files.items()):
-        path = os.path.join(root, rel)
-        text = _dump(obj)
-        old = None
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                old = fh.read()
-        action = "unchanged" if old == text else ("changed" if old is not None else "created")
-        if action != "unchanged" and not check_mode:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        results.append({"path": path, "action": action})
-    for rel_dir in sorted(owned_dirs):
-        directory = os.path.join(root, rel_dir)
-        if not os.path.isdir(directory):
-            continue
-        for name in sorted(os.listdir(directory)):
-            rel = f"{rel_dir}/{name}"
-            if name.endswith(".yaml") and rel not in files:
-                if not check_mode:
-                    os.remove(os.path.join(directory, name))
-                results.append({"path": os.path.join(directory, name), "action": "deleted"})
-    return results
+    """Write the tree under ``root``; results per file (created, changed, removed, unchanged)."""
+    return render_tree.apply(plan(root, files), check_mode)
+
+
+def legacy_root_warning(root: str, hosts) -> str | None:
+    """Earlier releases wrote every cluster's root into one argocd/kustomization.yaml, which bootstrapped every
+    cluster's tree on each cluster; that file is now the user's (it is not in the manifest): never removed, but
+    named when it still lists a cluster of the site."""
+    path = os.path.join(root, "argocd", "kustomization.yaml")
+    if not os.path.isfile(path) or "argocd/kustomization.yaml" in render_tree.read_manifest(root):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    named = sorted(h for h in hosts if h in text)
+    if not named:
+        return None
+    return (
+        f"{path} names cluster(s) {', '.join(named)} and was not written by this render (kept as it is). If it is the "
+        "combined root of an earlier release, delete it and bootstrap each cluster's own root "
+        "(oc --context <cluster> apply --server-side -k argocd/<cluster>): bootstrapped on each cluster, it syncs "
+        "every cluster's tree into every cluster"
+    )

@@ -17,6 +17,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import names as names_mod
 
 # Variables Ansible defines for every host; never site variables.
 MAGIC = frozenset(
@@ -83,8 +84,12 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
         raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hv
         schema.check_sizes({n: raw[n] for n in names if n in wanted and n in raw})
         values = {n: hv[n] for n in names if n in wanted}
+        values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
         set_by_run = runtime_names(variable_manager, host) if variable_manager is not None else frozenset()
-        out[host] = build.site_intent(host, values, names, candidates, ignore=ignore | set_by_run)
+        inventory_dirs = names_mod.inventory_dirs_of(task_vars, {"inventory_dir": hv.get("inventory_dir")})
+        out[host] = build.site_intent(
+            host, values, names, candidates, ignore=ignore | set_by_run, inventory_dirs=inventory_dirs
+        )
     gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster
     return out
 

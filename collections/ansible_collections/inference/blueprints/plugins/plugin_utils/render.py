@@ -16,6 +16,7 @@ import json
 import os
 
 import jinja2
+import jinja2.meta
 import yaml
 
 COLLECTION_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +55,45 @@ def _env() -> jinja2.Environment:
     )
     env.filters["to_json"] = _to_json
     env.filters["to_yaml_block"] = _to_yaml_block
+    # before the first object is rendered, so before anything is written: an incomplete installation (a
+    # package that left out a file type) fails here, not after one stage's files are written
+    missing = missing_files(ROLES_DIR)
+    if missing:
+        raise RenderError(
+            f"the collection at {COLLECTION_DIR} is incomplete, nothing was rendered or written: "
+            + "; ".join(missing)
+            + "; reinstall it from a complete build (pip install, ansible-galaxy collection install)"
+        )
     return env
+
+
+def missing_files(roles_dir: str) -> list[str]:
+    """Every file a role template reads (include, import, extends) that is not there, as 'roles/<template>
+    reads <file>, which is missing'; a reference that is not a literal name is one too (it cannot be checked)."""
+    problems = []
+    seen: set[str] = set()
+    todo = sorted(
+        f"{role}/templates/{name}"
+        for role in os.listdir(roles_dir)
+        if os.path.isdir(os.path.join(roles_dir, role, "templates"))
+        for name in os.listdir(os.path.join(roles_dir, role, "templates"))
+        if name.endswith(".j2")
+    )
+    while todo:
+        template = todo.pop()
+        if template in seen:
+            continue
+        seen.add(template)
+        with open(os.path.join(roles_dir, template), encoding="utf-8") as fh:
+            ast = jinja2.Environment(autoescape=False).parse(fh.read())  # noqa: S701 (YAML, not HTML)
+        for ref in jinja2.meta.find_referenced_templates(ast):
+            if ref is None:
+                problems.append(f"roles/{template} reads a file named by an expression (a literal name is checkable)")
+            elif not os.path.isfile(os.path.join(roles_dir, ref)):
+                problems.append(f"roles/{template} reads roles/{ref}, which is missing")
+            else:
+                todo.append(ref)
+    return problems
 
 
 def has_template(role: str) -> bool:

@@ -47,9 +47,13 @@ def common_labels(site: dict) -> dict:
     }
 
 
-def site_intent(host: str, values: dict, names, bdir_candidates: list[str], ignore=()) -> dict:
+def site_intent(  # noqa: PLR0913 - the run's inventory directories (render_dir must lie outside them)
+    host: str, values: dict, names, bdir_candidates: list[str], ignore=(), *, inventory_dirs=()
+) -> dict:
     """Validate, plan and build the intent of one cluster host. Raises SchemaError on bad input."""
-    site = site_mod.resolve(str(host), values, bdir_candidates, names=names, ignore=ignore)
+    site = site_mod.resolve(
+        str(host), values, bdir_candidates, names=names, ignore=ignore, inventory_dirs=inventory_dirs
+    )
     grid.validate(site)  # the AI grid's rules between variables, before anything is planned
     burst.validate(site)  # sovereign burst: clusters, classes, digests, kubeconfig context (intent/burst.py)
     site = burst.fit(site)  # this cluster's models, traffic and standing footprint

@@ -23,6 +23,7 @@ import re
 
 from .. import ownership
 from ..planner import data as catalog
+from ..planner import hf_config
 from ..planner import inputs as planner_inputs
 from .schema import (
     DNS_LABEL,
@@ -94,7 +95,8 @@ def _pinned(rule: Field) -> Field:
     return dataclasses.replace(rule, check=_pinned_image)
 
 
-def _model_id(value: str) -> str | None:
+def catalog_id_error(value: str) -> str | None:
+    """Why ``value`` is not a model catalog id (None: it is one)."""
     models = catalog.models()
     if value in models:
         return None
@@ -128,12 +130,14 @@ _POSITIVE_NUM = Field("float", minimum=0, exclusive_minimum=True)
 TRAFFIC = Field(
     "dict",
     options={
-        "prompt_tokens_mean": _POSITIVE_INT,
-        "prompt_tokens_p95": _POSITIVE_INT,
-        "output_tokens_mean": _POSITIVE_INT,
-        "output_tokens_p95": _POSITIVE_INT,
-        "concurrent_sessions": _POSITIVE_INT,
-        "arrival_rate_rps": _POSITIVE_NUM,
+        "prompt_tokens_mean": Field("int", minimum=1, doc="mean prompt length, tokens"),
+        "prompt_tokens_p95": Field("int", minimum=1, doc="95th percentile prompt length, tokens"),
+        "output_tokens_mean": Field("int", minimum=1, doc="mean output length, tokens"),
+        "output_tokens_p95": Field("int", minimum=1, doc="95th percentile output length, tokens"),
+        "concurrent_sessions": Field("int", minimum=1, doc="sessions open at once at peak"),
+        "arrival_rate_rps": Field(
+            "float", minimum=0, exclusive_minimum=True, doc="requests per second at peak (Poisson arrivals)"
+        ),
     },
     check=_traffic_check,
     doc="traffic shape: prompt/output token means and p95s, concurrent_sessions, arrival_rate_rps",
@@ -143,7 +147,14 @@ if set(TRAFFIC.options) != set(planner_inputs.TRAFFIC_KEYS):  # one list of traf
 
 SLO = Field(
     "dict",
-    options={"ttft_p95_ms": _POSITIVE_NUM, "tpot_p95_ms": _POSITIVE_NUM},
+    options={
+        "ttft_p95_ms": Field(
+            "float", minimum=0, exclusive_minimum=True, doc="time to first token, 95th percentile, ms"
+        ),
+        "tpot_p95_ms": Field(
+            "float", minimum=0, exclusive_minimum=True, doc="time per output token, 95th percentile, ms"
+        ),
+    },
     doc="service level objectives in milliseconds",
 )
 if set(SLO.options) != set(planner_inputs.SLO_KEYS):
@@ -153,10 +164,15 @@ HARDWARE = Field(
     "dict",
     required=True,
     options={
-        "gpu": Field("str", required=True, check=_gpu_id),
-        "gpus_per_node": Field("int", required=True, minimum=1),
-        "nodes": Field("int", required=True, minimum=1),
-        "interconnect": Field("str", default="nvlink", choices=planner_inputs.INTERCONNECTS),
+        "gpu": Field("str", required=True, check=_gpu_id, doc=lambda: "the GPU of the nodes: " + ", ".join(_gpu_ids())),
+        "gpus_per_node": Field("int", required=True, minimum=1, doc="GPUs of one node"),
+        "nodes": Field("int", required=True, minimum=1, doc="GPU nodes of the cluster"),
+        "interconnect": Field(
+            "str",
+            default="nvlink",
+            choices=planner_inputs.INTERCONNECTS,
+            doc="between the nodes' GPUs: nvlink (one node only), rdma, ethernet",
+        ),
         "rdma_fabric": Field(
             "str",
             default="roce",
@@ -164,9 +180,9 @@ HARDWARE = Field(
             doc="with interconnect rdma: RoCE (Ethernet; pods get the RDMA secondary network and GID detection) "
             "or InfiniBand",
         ),
-        "decode_gpu": Field("str", check=_gpu_id),
-        "decode_gpus_per_node": Field("int", minimum=1),
-        "decode_nodes": Field("int", minimum=1),
+        "decode_gpu": Field("str", check=_gpu_id, doc="a second node pool for the P/D decode engines: its GPU"),
+        "decode_gpus_per_node": Field("int", minimum=1, doc="GPUs of one decode node (default: gpus_per_node)"),
+        "decode_nodes": Field("int", minimum=1, doc="decode nodes (default 1)"),
     },
     doc="the cluster's GPU pools: gpu, gpus_per_node, nodes, interconnect, decode_*",
 )
@@ -176,9 +192,9 @@ HARDWARE = Field(
 MODEL_HARDWARE = Field(
     "dict",
     options={
-        "gpu": Field("str", required=True, check=_gpu_id),
-        "gpus_per_node": Field("int", required=True, minimum=1),
-        "nodes": Field("int", required=True, minimum=1),
+        "gpu": Field("str", required=True, check=_gpu_id, doc="the GPU of the pool's nodes"),
+        "gpus_per_node": Field("int", required=True, minimum=1, doc="GPUs of one node of the pool"),
+        "nodes": Field("int", required=True, minimum=1, doc="nodes of the pool"),
         "interconnect": Field("str", choices=planner_inputs.INTERCONNECTS, doc="default: hardware.interconnect"),
     },
     doc="the node pool this model runs on, when not the site's hardware (gpu, gpus_per_node, nodes)",
@@ -187,7 +203,18 @@ MODEL_HARDWARE = Field(
 
 def _model_id_doc() -> str:
     """Read when a message needs it: importing the schema loads no catalog (ansible-test imports it without PyYAML)."""
-    return "a model catalog id: " + ", ".join(catalog.models())
+    return "a model catalog id (" + ", ".join(catalog.models()) + "), or any name for a model given by architecture"
+
+
+def _architecture(value) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    if isinstance(value, dict) and value:
+        return None
+    return (
+        f"must be the path of the model's Hugging Face config.json (relative to the inventory directory) or its "
+        f"fields as a mapping, got {type(value).__name__}"
+    )
 
 
 MODEL = Field(
@@ -199,18 +226,49 @@ MODEL = Field(
             pattern=DNS_LABEL,
             pattern_doc="a DNS-1123 label (lower case letters, digits and '-', starting and ending alphanumeric)",
             max_length=MODEL_NAME_MAX,
+            doc="the model's Kubernetes name (its LLMInferenceService and pods)",
         ),
-        "id": Field("str", required=True, check=_model_id, doc=_model_id_doc),
-        "served_name": Field("str", doc="the model name clients send (default: the catalog's Hugging Face repository)"),
-        "weights": Field("str", choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES)),
-        "kv_cache_dtype": Field("str", choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES)),
-        "max_model_len": _POSITIVE_INT,
-        "contexts": Field("list", elements=_POSITIVE_INT, min_items=1),
-        "gpu_memory_utilization": Field("float", minimum=0, exclusive_minimum=True, maximum=1),
+        # a catalog id, checked with the other keys of the model (own_model.model_errors): a model given by architecture
+        # is named freely
+        "id": Field("str", required=True, doc=_model_id_doc),
+        "architecture": Field(
+            "raw",
+            check=_architecture,
+            doc="a model outside the catalog: its Hugging Face config.json, as a path relative to the inventory "
+            "directory (outside it, e.g. ../models/<name>/config.json, or under a directory named .*: Ansible parses "
+            "other files there as inventory) or its fields inline (model_type, num_hidden_layers, hidden_size, ...)",
+        ),
+        "quantization": Field(
+            "str",
+            choices=tuple(hf_config.QUANTIZATIONS),
+            doc="with architecture: the checkpoint's precision when its config.json has no quantization_config",
+        ),
+        "served_name": Field("str", doc="the model name clients send (default: the model's id)"),
+        "weights": Field(
+            "str",
+            choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES),
+            doc="precision of the weights (default auto: the first the blueprint allows that the GPU runs and fits)",
+        ),
+        "kv_cache_dtype": Field(
+            "str",
+            choices=planner_inputs.KV_DTYPES + tuple(planner_inputs.KV_ALIASES),
+            doc="precision of the KV cache (auto: the model's; unset: the planner decides)",
+        ),
+        "max_model_len": Field("int", minimum=1, doc="longest context (prompt + output) an engine accepts, tokens"),
+        "contexts": Field(
+            "list",
+            elements=_POSITIVE_INT,
+            min_items=1,
+            doc="context lengths the plan reports the sessions that fit for",
+        ),
+        "gpu_memory_utilization": Field(
+            "float", minimum=0, exclusive_minimum=True, maximum=1, doc="share of GPU memory vLLM may use (default 0.92)"
+        ),
         "artifact": Field(
             "dict",
-            options={"uri": Field("str", required=True, check=_artifact_uri)},
-            doc="where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://)",
+            options={"uri": Field("str", required=True, check=_artifact_uri, doc="the weights' location")},
+            doc="where the weights come from: uri (oci://...@sha256:<digest>, pvc://, hf://); a catalog model "
+            "without it loads hf://<its published repository of the planned weights>; required with architecture",
         ),
         "traffic": TRAFFIC,
         "slo": SLO,
@@ -221,7 +279,10 @@ MODEL = Field(
 
 PRIORITY_CLASS = Field(
     "dict",
-    options={"name": Field("str", required=True, **dns_label()), "priority": Field("int", required=True)},
+    options={
+        "name": Field("str", required=True, doc="the class requests name in their objective header", **dns_label()),
+        "priority": Field("int", required=True, doc="higher is served first; negative is shed first"),
+    },
 )
 
 TOLERATION = Field(
@@ -553,20 +614,40 @@ SOVEREIGN_BURST = Field(
 # SITE_ONLY (they describe the site, not the traffic shape).
 SITE_FIELDS: dict[str, Field] = {
     "blueprint": Field("str", required=True, doc="name of a data file in blueprints/"),
-    "site_name": Field("str", required=True, **dns_label()),
+    "site_name": Field(
+        "str", required=True, doc="the site's name: labels, ownership and default directories", **dns_label()
+    ),
     "delivery": Field(
         "str",
         default="apply",
         choices=("apply", "render", "gitops"),
         doc="apply to the clusters, render object files, or write a GitOps repository tree",
     ),
-    "render_dir": Field("path", doc="delivery=render/gitops: output directory (default render/<site_name>)"),
-    "report_dir": Field("path", doc="where plan.yml writes the sizing report (default reports/<site_name>)"),
-    "serving_namespace": Field("str", default="llm-serving", check=_user_namespace, **dns_label()),
+    "render_dir": Field(
+        "path",
+        doc="delivery=render/gitops: output directory (default render/<site_name>), outside every inventory directory",
+    ),
+    "report_dir": Field(
+        "path",
+        doc="where plan.yml writes the sizing report (default reports/<site_name>), outside every inventory directory",
+    ),
+    "serving_namespace": Field(
+        "str",
+        default="llm-serving",
+        check=_user_namespace,
+        doc="the namespace the models are served in (not default, kube-* or openshift-*)",
+        **dns_label(),
+    ),
     "blueprints_dir": Field("path", doc="directory of the blueprint data files"),
     "hardware": HARDWARE,
     "models": Field("list", required=True, elements=MODEL, min_items=1, check=unique_names("name")),
-    "priority_classes": Field("list", elements=PRIORITY_CLASS, check=unique_names("name"), default=[]),
+    "priority_classes": Field(
+        "list",
+        elements=PRIORITY_CLASS,
+        check=unique_names("name"),
+        default=[],
+        doc="request priorities of the llm-d scheduler (one InferenceObjective each): name, priority",
+    ),
     "scorer_weights": Field(
         "dict",
         options={
@@ -579,11 +660,16 @@ SITE_FIELDS: dict[str, Field] = {
     "autoscaling_trigger": Field(
         "dict",
         options={
-            "queue_threshold": Field("float", minimum=0, exclusive_minimum=True, default=4),
-            "cooldown_seconds": Field("int", minimum=0, default=300),
+            "queue_threshold": Field(
+                "float", minimum=0, exclusive_minimum=True, default=4, doc="queued requests per replica that add one"
+            ),
+            "cooldown_seconds": Field("int", minimum=0, default=300, doc="seconds before a replica is removed"),
         },
+        doc="KEDA scaling of the engines on the scheduler's queue",
     ),
-    "spot_tolerations": Field("list", elements=TOLERATION, default=[]),
+    "spot_tolerations": Field(
+        "list", elements=TOLERATION, default=[], doc="tolerations of the engine pods (spot or preemptible nodes)"
+    ),
     "escalation": Field(
         "dict",
         options={
@@ -643,7 +729,10 @@ SITE_FIELDS: dict[str, Field] = {
     "gitops": Field(
         "dict",
         options={
-            "repo_url": Field("str", doc="Git repository Argo CD syncs from (the render_dir is its working tree)"),
+            "repo_url": Field(
+                "str",
+                doc="Git repository Argo CD syncs from (the render_dir is its working tree), without credentials",
+            ),
             "revision": Field("str", default="HEAD"),
             "path": Field("str", default="", doc="where render_dir lies inside the repository"),
             "project": Field("str", pattern=DNS_LABEL, pattern_doc="a DNS-1123 label", doc="default: site_name"),

@@ -415,7 +415,7 @@ class _Model:
             "name": self.name,
             "model_id": self.model["id"],
             "served_name": served,
-            "uri": (self.model.get("artifact") or {}).get("uri"),
+            "uri": self._uri(),
             "labels": self.labels,
             "annotations": annotations,
             "names": nm,
@@ -440,6 +440,16 @@ class _Model:
         out["monitoring"] = monitoring.model_rules(out, self.site, self.options["observability"])
         out["decisions"] = self.decisions
         return out
+
+    def _uri(self) -> str | None:
+        """The site's artifact, else the Hugging Face repository the plan serves (planner/checkpoint.py): the one
+        that holds the sized weights, never a name standing for a checkpoint no one published."""
+        given = (self.model.get("artifact") or {}).get("uri")
+        if given:
+            return given
+        pools = self.plan.get("pools") or {}
+        served = (pools.get("decode") or pools.get("serve") or {}).get("served_model")
+        return f"hf://{served}" if served and not served.startswith("<") else None
 
     def _kv_cache(self, nm: dict) -> dict:
         """LMCache (in-process LMCacheConnectorV1, attention-only models): its configuration and, for a

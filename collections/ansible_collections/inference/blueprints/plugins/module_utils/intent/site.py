@@ -20,7 +20,8 @@ import os
 from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
-from . import inventory
+from . import inventory, own_model
+from . import names as names_mod
 from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
 # Variable name prefixes that are never ours (Ansible, molecule, connection plugins).
@@ -118,17 +119,38 @@ def _check_render_dir(site: dict, where: str) -> None:
         raise SchemaError([("render_dir", f"{why}; valid: {valid}")], where)
 
 
-def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=()) -> dict:
+def _validated(values: dict, errors: list, where: str, inventory_dir: str | None) -> dict:
+    """The site's values checked against the one schema, its models' catalog ids or own architectures (read
+    from their config.json files); every problem at once."""
+    schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
+    raw_models = values.get("models") if isinstance(values.get("models"), list) else []
+    errors = errors + own_model.model_errors(raw_models)  # a catalog id, or an own model with its artifact
+    try:
+        resolved = validate(values, schema, where=where)
+    except SchemaError as e:
+        raise SchemaError(errors + e.errors, where) from None
+    errors += own_model.load(resolved["models"], inventory_dir)
+    if errors:
+        raise SchemaError(errors, where)
+    return resolved
+
+
+def resolve(  # noqa: PLR0913 - one more: the run's inventory directories
+    host: str, hostvars: dict, bdir_candidates: list[str], names=None, ignore=(), *, inventory_dirs=()
+) -> dict:
     """Validate one cluster's variables; return the site with every default filled.
 
     ``hostvars`` holds the host's variables (templated; at least every known one), ``names``
-    every variable name the host has (for the typo check; default: ``hostvars``' keys) and
-    ``ignore`` names that are Ansible's own (magic variables). Raises SchemaError listing every
+    every variable name the host has (for the typo check; default: ``hostvars``' keys),
+    ``ignore`` names that are Ansible's own (magic variables) and ``inventory_dirs`` the run's
+    inventory directories (render_dir must lie outside them). Raises SchemaError listing every
     problem, each with its path.
     """
     hostvars = plain(dict(hostvars))
+    inventory_dir = hostvars.pop(own_model.INVENTORY_DIR, None)
     where = f"host {host}"
-    errors = misspelled_variables(names if names is not None else hostvars, ignore)
+    # the host name becomes a directory of render_dir (intent/names.py)
+    errors = names_mod.host_errors(host) + misspelled_variables(names if names is not None else hostvars, ignore)
     name = hostvars.get("blueprint")
     if not name:
         errors.append(("blueprint", "required: the name of a blueprint data file (blueprints/<name>.yml)"))
@@ -147,13 +169,9 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             value = _pick(hostvars, bdefaults, opt)
             if value is not None:
                 options_in[opt] = value
-    schema = Field("dict", options={**inventory.SITE_FIELDS, **inventory.all_variables()})
-    try:
-        resolved = validate({**site_in, **options_in}, schema, where=where)
-    except SchemaError as e:
-        raise SchemaError(errors + e.errors, where) from None
-    if errors:
-        raise SchemaError(errors, where)
+    # a URI with a credential in it: refused on the raw values, before a field's own check could echo it
+    names_mod.refuse_credentials({**site_in, **options_in}, errors, where)
+    resolved = _validated({**site_in, **options_in}, errors, where, inventory_dir)
 
     site = {k: resolved[k] for k in inventory.SITE_FIELDS}
     site["host"] = host
@@ -178,6 +196,7 @@ def resolve(host: str, hostvars: dict, bdir_candidates: list[str], names=None, i
             ],
             where,
         )
+    names_mod.refuse_paths(site, inventory_dirs, where)  # render_dir outside the inventory, gitops.path
     if site["escalation"]["enabled"] and not site["escalation"].get("endpoint"):
         raise SchemaError(
             [("escalation.endpoint", "required when escalation.enabled is true (an https:// URL)")], where
@@ -234,6 +253,7 @@ def planner_inputs(site: dict, model: dict) -> dict:
     for k in (*MODEL_PLANNER_FIELDS, "traffic", "slo"):
         if model.get(k) is not None:
             inp[k] = model[k]
+    inp.update(own_model.planner_fields(model))  # architecture (config.json), quantization, artifact
     if site.get("vllm_version"):
         # the engine the site runs: the planner emits that version's flags (catalog/vllm_flags_<minor>.yaml)
         inp["vllm_version"] = site["vllm_version"]
@@ -249,6 +269,9 @@ def planner_inputs(site: dict, model: dict) -> dict:
 
 
 def _field_path(field: str, index: int, model: dict | None = None) -> str:
+    own = own_model.field_path(field, index)
+    if own:
+        return own
     if field in HARDWARE_FIELDS:
         if field in ((model or {}).get("hardware") or {}):
             return f"models[{index}].hardware.{field}"

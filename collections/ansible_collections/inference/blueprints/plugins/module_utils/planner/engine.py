@@ -15,6 +15,8 @@ GIB = sz.GIB
 def gpu_supports(gpu: dict, weights: str) -> bool:
     if weights == "fp4":
         return bool(gpu.get("fp4_native"))
+    if weights == "int4":  # vLLM's W4A16 kernels (Marlin, Machete) are CUDA kernels
+        return gpu.get("vendor", "nvidia") == "nvidia"
     return True
 
 

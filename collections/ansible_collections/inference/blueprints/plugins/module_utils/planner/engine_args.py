@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .errors import PlanError
+from .checkpoint import served
 from .structs import PoolSpec, Run
 
 
@@ -65,12 +65,9 @@ def _scheduler_args(run: Run, max_num_seqs: int | None) -> list[str]:
 def _model_args(run: Run, ps: PoolSpec) -> list[str]:
     n, pol, c = run.n, run.pol, ps.ctx
     a = []
-    if not n["quantized_checkpoint"] and c.weights != c.model.get("native_dtype", "bf16"):
-        if c.weights != "fp8":
-            raise PlanError(
-                "quantized_checkpoint", "only fp8 can be quantized online by vLLM; provide an NVFP4 checkpoint"
-            )
-        a.append("--quantization=fp8")
+    quantization = served(c.model, c.weights, n["quantized_checkpoint"], n["artifact"])["quantization"]
+    if quantization:
+        a.append(f"--quantization={quantization}")
     if pol["language_model_only"] and c.model.get("vision_params_b"):
         a.append("--language-model-only")
     return a

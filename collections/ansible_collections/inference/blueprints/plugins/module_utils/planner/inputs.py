@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 
-from . import calibration, data
+from . import calibration, data, hf_config
 from .errors import PlanError
 
 TOP_KEYS = (
     "model",
     "model_architecture",
+    "model_quantization",
+    "artifact",
     "name",
     "blueprint",
     "gpu",
@@ -48,8 +50,8 @@ TRAFFIC_KEYS = (
 )
 SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms")
 INTERCONNECTS = ("nvlink", "rdma", "ethernet")
-WEIGHTS = ("auto", "bf16", "fp8", "fp4")
-WEIGHT_ALIASES = {"nvfp4": "fp4", "bfloat16": "bf16"}
+WEIGHTS = ("auto", "bf16", "fp8", "fp4", "int4")
+WEIGHT_ALIASES = {"nvfp4": "fp4", "bfloat16": "bf16", "w4a16": "int4"}
 KV_DTYPES = ("auto", "bfloat16", "fp8", "nvfp4")
 KV_ALIASES = {"bf16": "bfloat16", "fp4": "nvfp4", "fp8_e4m3": "fp8"}
 ARCH_REQUIRED = (
@@ -176,9 +178,15 @@ def _check_arch(model: dict, arch: dict) -> None:
         _num(f"model_architecture.{k}", model[k], strict=True)
 
 
-def _explicit_model(arch, mid) -> dict:
+def _explicit_model(arch, mid, quantization=None) -> dict:
     if not isinstance(arch, dict):
         raise PlanError("model_architecture", f"must be a mapping of architecture fields, got {type(arch).__name__}")
+    if hf_config.is_hf_config(arch):  # a Hugging Face config.json: the same conversion for the CLI and a site
+        arch = {**hf_config.architecture(arch, quantization), "id": arch.get("id") or mid or "custom"}
+    elif quantization is not None:
+        raise PlanError(
+            "quantization", "applies to a model described by its config.json; for catalog fields set native_dtype"
+        )
     model = dict(ARCH_DEFAULTS)
     model.update(arch)
     _check_arch(model, arch)
@@ -193,7 +201,13 @@ def resolve_model(inputs: dict) -> dict:
     arch = inputs.get("model_architecture")
     mid = inputs.get("model")
     if arch:
-        return _explicit_model(arch, mid)
+        return _explicit_model(arch, mid, inputs.get("model_quantization"))
+    if inputs.get("model_quantization") is not None:
+        raise PlanError(
+            "quantization",
+            "applies to a model described by its config.json (architecture); a catalog model's "
+            "checkpoint follows weights",
+        )
     if not mid:
         raise PlanError("model", "is required (a catalog id) unless model_architecture is given")
     catalog = data.models()
@@ -314,10 +328,20 @@ def _hardware(inputs: dict) -> dict:
     return {"gpu": gpu, "gpus_per_node": gpn, "nodes": nodes, "interconnect": inter, "decode": decode}
 
 
-def _precision(inputs: dict) -> dict:
+def _precision(inputs: dict, model: dict) -> dict:
     weights = inputs.get("weights") or "auto"
     weights = WEIGHT_ALIASES.get(weights, weights)
     _choice("weights", weights, WEIGHTS)
+    native = model.get("native_dtype", "bf16")
+    if model.get("checkpoint_quantization") and native != "bf16":
+        # a quantized checkpoint is served as it is stored: vLLM does not quantize it again
+        if weights not in ("auto", native):
+            raise PlanError(
+                "weights",
+                f"{weights} differs from the checkpoint's own {native} weights ({model['checkpoint_quantization']}); "
+                f"valid: {native} or auto",
+            )
+        weights = native
     kvd = inputs.get("kv_cache_dtype")
     if kvd is not None:
         kvd = KV_ALIASES.get(kvd, kvd)
@@ -436,10 +460,14 @@ def _engine_settings(inputs: dict) -> dict:
     qc = inputs.get("quantized_checkpoint", True)
     if not isinstance(qc, bool):
         raise PlanError("quantized_checkpoint", f"must be true or false, got {qc!r}")
+    artifact = inputs.get("artifact")
+    if artifact is not None and not isinstance(artifact, str):
+        raise PlanError("artifact", f"must be a URI string (hf://, pvc://, oci://), got {type(artifact).__name__}")
     return {
         "gpu_memory_utilization": util,
         "kv_cache_memory_bytes": kvmem,
         "quantized_checkpoint": qc,
+        "artifact": artifact or None,
         "vllm_version": version,
     }
 
@@ -458,7 +486,7 @@ def normalize(inputs: dict) -> dict:
         bp = {**bp, "traffic": _given_block({"traffic": inputs["traffic_defaults"]}, "traffic", TRAFFIC_KEYS)}
     model = resolve_model(inputs)
     hardware = _hardware(inputs)
-    precision = _precision(inputs)
+    precision = _precision(inputs, model)
     mml = _max_model_len(inputs, model)
     given_t = _given_block(inputs, "traffic", TRAFFIC_KEYS)
     traffic = _merged_traffic(bp, given_t)

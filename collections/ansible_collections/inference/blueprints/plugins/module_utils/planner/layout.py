@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import data
+from . import checkpoint, data
 from . import sizing as sz
 from .engine import GIB, EngineCtx, divisors, gpu_supports, valid_tp, valid_tps
 from .errors import PlanError
@@ -28,7 +28,7 @@ class Precision:
 def _auto_weights(run: Run) -> str:
     n, gpu, pol = run.n, run.gpu, run.pol
     for w in pol["allowed_weights"]:
-        if not gpu_supports(gpu, w):
+        if not gpu_supports(gpu, w) or not checkpoint.servable(run.model, w, n["quantized_checkpoint"], n["artifact"]):
             continue
         cc = EngineCtx(n, gpu, w, "auto", None)
         if any(cc.fits(tp, 1)[0] for tp in valid_tps(run.model, run.gpn)):
@@ -48,21 +48,25 @@ def _choose_weights(run: Run) -> str:
         )
         return weights
     weights = n["weights"]
-    if weights not in pol["allowed_weights"]:
+    own = run.model.get("checkpoint_quantization") not in (None, "none") and weights == run.model["native_dtype"]
+    if weights not in pol["allowed_weights"] and not own:
         raise PlanError("weights", f"{weights} is not in the blueprint's allowed_weights {pol['allowed_weights']}")
     if not gpu_supports(gpu, weights):
         raise PlanError(
             "weights",
-            f"fp4 (NVFP4) needs a GPU with FP4 tensor cores; {gpu['id']} has none (use b200 or rtx-pro-6000, or fp8)",
+            f"int4 (W4A16) needs vLLM's CUDA kernels; {gpu['id']} is not an NVIDIA GPU (use bf16 or fp8)"
+            if weights == "int4"
+            else f"fp4 (NVFP4) needs a GPU with FP4 tensor cores; {gpu['id']} has none (use b200 or rtx-pro-6000, "
+            "or fp8)",
         )
-    run.dec.add("weights", weights, "given by the inventory")
+    run.dec.add("weights", weights, "the checkpoint's own precision" if own else "given by the inventory")
     return weights
 
 
 def _choose_kv_dtype(run: Run, weights: str) -> str:
     gpu = run.gpu
     if run.n["kv_cache_dtype"] is None:
-        kv_dtype = "fp8" if (gpu.get("fp8_native") and weights in ("fp8", "fp4")) else "auto"
+        kv_dtype = "fp8" if (gpu.get("fp8_native") and weights in ("fp8", "fp4", "int4")) else "auto"
         run.dec.add(
             "kv cache dtype",
             kv_dtype,
@@ -88,7 +92,18 @@ def choose_precision(run: Run) -> Precision:
         )
     if model.get("native_dtype") == "fp8" and weights == "bf16":
         run.warnings.append(f"{model['id']} ships FP8 weights; bf16 needs an up-cast checkpoint")
+    _served_checkpoint(run, weights)
     return Precision(weights, _choose_kv_dtype(run, weights))
+
+
+def _served_checkpoint(run: Run, weights: str) -> None:
+    """The checkpoint vLLM loads (checkpoint.served); weights it quantizes online carry per-tensor scales."""
+    n = run.n
+    s = checkpoint.served(run.model, weights, n["quantized_checkpoint"], n["artifact"])
+    if s["quantization"] == "fp8" and run.model.get("fp8_format", "block") != "channel":
+        n["model"] = {**run.model, "fp8_format": "channel"}
+    flag = f" --quantization={s['quantization']}" if s["quantization"] else ""
+    run.dec.add("checkpoint", s["model"] + flag, s["why"])
 
 
 # --------------------------------------------------------------------------- TP / PP

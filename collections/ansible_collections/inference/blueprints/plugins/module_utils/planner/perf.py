@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from . import data
 
-GEMM_DTYPE = {"bf16": "bf16", "fp4": "fp4"}
+GEMM_DTYPE = {"bf16": "bf16", "fp4": "fp4"}  # int4 (W4A16) computes in BF16 after dequantizing: the bf16 figures
 
 
 def catalog() -> dict:

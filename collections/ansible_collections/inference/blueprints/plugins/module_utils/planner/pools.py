@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from . import search
 from . import sizing as sz
+from .checkpoint import served
 from .engine import decode_ctx, engine_memory
 from .engine_args import engine_args
 from .kvtransfer import KVTransfer, kv_transfer_json, offload_decision, offload_per_pool
@@ -70,6 +71,8 @@ def pool_entry(run: Run, ps: PoolSpec, xfer: KVTransfer) -> dict:
         },
         "kv_offload": off,
         "engine_env": dict(xfer.env),
+        # what `vllm serve` loads for this pool's weights (checkpoint.served; the report's serve line)
+        "served_model": served(ps.ctx.model, ps.ctx.weights, run.n["quantized_checkpoint"], run.n["artifact"])["model"],
         "engine_args": engine_args(run, replace(ps, spec=ps.spec if role != "prefill" else None), mns, kvt),
     }
 

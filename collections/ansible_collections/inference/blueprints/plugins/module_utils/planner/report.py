@@ -403,7 +403,8 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
             "",
             "```",
             " \\\n  ".join(
-                ["vllm serve " + _shell_line(m.get("hf_repo") or m["id"])] + [_shell_line(a) for a in p["engine_args"]]
+                ["vllm serve " + _shell_line(p.get("served_model") or m.get("hf_repo") or m["id"])]
+                + [_shell_line(a) for a in p["engine_args"]]
             ),
             "```",
             "",

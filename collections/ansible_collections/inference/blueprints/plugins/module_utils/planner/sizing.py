@@ -22,8 +22,9 @@ NONTORCH_TP1_PPN_GIB = 0.07
 NONTORCH_COLLECTIVE_GIB = 2.10  # TP > 1; the planner applies it to expert-parallel (all-to-all) ranks too
 GDN_CHUNK = 64  # chunk length of the chunked Gated DeltaNet scan (prefill FLOPs)
 
-# bytes per weight parameter; fp4 = NVFP4: 4-bit values + one FP8 scale per 16 (4.5 bits)
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+# bytes per weight parameter; fp4 = NVFP4: 4-bit values + one FP8 scale per 16 (4.5 bits); int4 = W4A16 (AWQ,
+# GPTQ, compressed-tensors pack-quantized): 4-bit values + one 16-bit scale per group of 128 (4.125 bits)
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "int4": 0.515625}
 # bytes per KV element for each vLLM --kv-cache-dtype the planner emits ("auto" = model dtype, BF16)
 KV_BYTES = {"auto": 2.0, "bfloat16": 2.0, "fp8": 1.0, "nvfp4": 0.5625}
 

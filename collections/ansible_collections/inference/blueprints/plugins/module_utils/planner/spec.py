@@ -7,10 +7,13 @@
 from __future__ import annotations
 
 from .data import DEFAULT_VLLM_VERSION
+from .hf_config import QUANTIZATIONS
 
 ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "model_architecture": {"type": "dict"},
+    "model_quantization": {"type": "str", "choices": list(QUANTIZATIONS)},
+    "artifact": {"type": "str"},
     "name": {"type": "str"},
     "blueprint": {"type": "str", "default": "chat"},
     "gpu": {"type": "str", "required": True},
@@ -20,7 +23,7 @@ ARGUMENT_SPEC = {
     "decode_gpu": {"type": "str"},
     "decode_gpus_per_node": {"type": "int"},
     "decode_nodes": {"type": "int"},
-    "weights": {"type": "str", "default": "auto", "choices": ["auto", "bf16", "fp8", "fp4", "nvfp4"]},
+    "weights": {"type": "str", "default": "auto", "choices": ["auto", "bf16", "fp8", "fp4", "nvfp4", "int4", "w4a16"]},
     "kv_cache_dtype": {"type": "str", "choices": ["auto", "bf16", "bfloat16", "fp8", "nvfp4"]},
     "max_model_len": {"type": "int"},
     "contexts": {"type": "list", "elements": "int"},
