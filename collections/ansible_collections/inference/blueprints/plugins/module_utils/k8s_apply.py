@@ -983,7 +983,7 @@ def run(params, check_mode=False, diff=False, env=None):
         out["warnings"] = warnings
     if waits:
         # the same engine as k8s_wait, on this task's client: one task, one connection, one discovery
-        waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP)
+        waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP, k8s_wait.grace_of(env))
         out.update(waited=waited["objects"], wait_elapsed=waited["elapsed"])
         if waited.get("failed"):
             out.update(failed=True, msg=waited["msg"])
