@@ -31,6 +31,7 @@ help:
 	@echo "make test          every test tier; sets itself up from a fresh clone"
 	@echo "make cluster-up    start the local control plane (PROFILE=$(subst $(space),|,$(PROFILES)))"
 	@echo "make cluster-down  stop it"
+	@echo "make stage-artifacts SITE=inventories/example-rag   stage a site's pvc:// weights claims on the local control plane"
 	@echo "make bench         benchmarks (print figures)"
 	@echo "make docs-reference  regenerate the site-variable reference from the schema"
 

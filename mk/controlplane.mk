@@ -77,3 +77,10 @@ cluster-up: controlplane
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) $(KCP_DIR)/cluster.py down --dir $(CLUSTER_DIR); \
 	else echo "cluster-down: nothing running"; fi
+
+# What a site's storage team stages before its first converge, on the local control plane: the Bound claims of
+# the site's pvc:// model artifacts (tests/controlplane/artifacts.py), e.g. make stage-artifacts SITE=inventories/example-rag
+.PHONY: stage-artifacts
+stage-artifacts: setup
+	@test -n "$(SITE)" || { echo "stage-artifacts: give SITE=inventories/<site>" >&2; exit 2; }
+	$(PY) $(KCP_DIR)/artifacts.py --site $(SITE) --kubeconfig $(CLUSTER_DIR)/kubeconfig

@@ -53,8 +53,10 @@ def run_playbook(
     diff: bool = False,
     tags: str | None = None,
     limit: str | None = None,
+    env: dict | None = None,
 ) -> Run:
-    """Run one playbook in a fresh private data dir; ``playbook`` is a path or YAML text."""
+    """Run one playbook in a fresh private data dir; ``playbook`` is a path or YAML text; ``env``: more environment
+    variables of the run."""
     pdd = tempfile.mkdtemp(prefix="ib-runner-")
     try:
         if isinstance(playbook, str) and "\n" in playbook:
@@ -72,6 +74,7 @@ def run_playbook(
         }
         if kubeconfig:
             envvars["K8S_AUTH_KUBECONFIG"] = str(kubeconfig)
+        envvars.update({k: str(v) for k, v in (env or {}).items()})
         # every process of the run carries the mark (Ansible's workers leave its process group):
         # the reaper kills them if this test process dies, and whatever outlives the run goes below
         mark = procutil.new_mark()

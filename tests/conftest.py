@@ -46,6 +46,8 @@ If the control plane binary is missing or does not start, these fixtures raise
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -53,8 +55,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The CLI and several tests import plugin_utils modules lazily (module_utils may not import plugin_utils at import
+# time). In one pytest process a test that initialises Ansible's plugin loader installs its collection finder,
+# which then refuses to import a module of the (pip-installed) collection that was not imported before it ("this
+# loader requires exactly one path to search"): import them all first, whatever order the tests run in.
+from ansible_collections.inference.blueprints.plugins import plugin_utils as _plugin_utils  # noqa: E402
 from controlplane import cluster as _cluster  # noqa: E402
 from controlplane.cluster import DEFAULT_PROFILE, ControlPlane  # noqa: E402
+
+for _mod in pkgutil.walk_packages(_plugin_utils.__path__, _plugin_utils.__name__ + "."):
+    importlib.import_module(_mod.name)
 
 _DEATHS_SEEN = pytest.StashKey[int]()
 

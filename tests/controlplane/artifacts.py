@@ -59,9 +59,9 @@ def _post(api, path: str, body: dict) -> None:
 
 
 def adopted(intents) -> list[str]:
-    """The site's ``adopt`` entries for what ``stage`` creates before its first converge: the serving namespace
-    that holds the staged claims exists, not created by the site, so the site must say it takes it over (as a
-    site whose storage team stages its weights does)."""
+    """The ``adopt`` entries for what ``stage`` creates before its first converge: the serving namespace that holds
+    the staged claims. A site adopts it without them (intent/platform.py ``ownership``: the namespace of its
+    pvc:// claims); tests that still pass them show that listing it too changes nothing."""
     return sorted({f"Namespace/{ns}" for intent in intents for ns, _claim in claims(intent)})
 
 

@@ -66,14 +66,30 @@ def test_stamp_leaves_the_rendered_object_alone():
 class FakeClient:
     """Live objects by (kind, namespace, name); records writes and deletes."""
 
+    KINDS = ("ConfigMap", "Secret", "ServiceAccount", "Deployment")
+
     class Discovery:
         def refresh(self):
             pass
 
+        def served(self):
+            return {"": ["v1"]}
+
+        def kinds(self, api_version):
+            return {k: [k.lower() + "s", True, ["delete", "get", "list"], []] for k in FakeClient.KINDS}
+
     def __init__(self, live):
         self.live = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in live}
-        self.writes, self.deletes = [], []
+        self.writes, self.deletes, self.orphaned = [], [], []
         self.discovery = self.Discovery()
+
+    def request(self, method, path, query=None, accept=None):
+        """A list of one kind in one namespace (what removal_guard asks)."""
+        assert method == "GET", path
+        parts = path.strip("/").split("/")  # api v1 namespaces <ns> <plural>
+        namespace, plural = parts[3], parts[4]
+        items = [o for (k, n, _name), o in self.live.items() if n == namespace and k.lower() + "s" == plural]
+        return {"items": items, "metadata": {}}
 
     def resource(self, api_version, kind, refresh_after=None):
         del refresh_after
@@ -87,8 +103,10 @@ class FakeClient:
         self.writes.append(obj)
         return obj
 
-    def delete(self, resource, name, namespace=None, dry_run=False):
+    def delete(self, resource, name, namespace=None, dry_run=False, propagation="Background"):
         self.deletes.append((resource.kind, namespace, name))
+        if propagation == "Orphan":
+            self.orphaned.append((resource.kind, namespace, name))
         return self.live.pop((resource.kind, namespace, name), None) is not None
 
 

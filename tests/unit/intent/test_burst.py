@@ -79,7 +79,7 @@ def kind(objs, k):
 def test_a_regulated_class_routed_to_a_burst_only_model_is_refused(site_vars):
     def burst_only(v):
         sb = v["sovereign_burst"]
-        v["models"].append({**v["models"][0], "name": "qwen-burst-only"})
+        v["models"].append({**v["models"][0], "name": "qwen-burst-only", "served_name": "qwen-burst-only"})
         sb["clusters"][0]["models"] = ["qwen-35b-a3b"]  # the sovereign does not serve it
         sb["clusters"][1]["models"] = ["qwen-35b-a3b", "qwen-burst-only"]
         sb["request_classes"][0]["models"] = ["qwen-35b-a3b", "qwen-burst-only"]  # the regulated class

@@ -231,7 +231,8 @@ def test_grid_flags_keys_and_json():
                 assert arg.startswith("--")
                 assert arg.split("=", 1)[0] in allowed, (arg, inp)
         for d in p["decisions"]:
-            assert set(d) == {"what", "choice", "why"} and d["why"]
+            assert set(d) - {"unit"} == {"what", "choice", "why"} and d["why"]  # unit: issue 36, numbers only
+            assert "unit" not in d or (isinstance(d["choice"], (int, float)) and d["unit"])
         assert p["memory"]["weights_gib_per_gpu"] + p["memory"]["kv_pool_gib_per_gpu"] + p["memory"][
             "overhead_gib_per_gpu"
         ] == pytest.approx(p["memory"]["budget_gib_per_gpu"], abs=0.01)

@@ -11,6 +11,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import cluste
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as apply_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import render_tree as tree_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import slo_gate
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -60,7 +61,7 @@ class ActionModule(intents_mod.IntentAction):
                     return result
                 result.update(out)
         except (SchemaError, render_mod.RenderError, tree_mod.TreeError) as e:
-            result.update(failed=True, msg=f"inference.blueprints.platform: {e}")
+            result.update(failed=True, msg=f"inference.blueprints.platform: {e}", **slo_gate.failure_fields(e))
             return result
         result.setdefault("changed", False)
         return result

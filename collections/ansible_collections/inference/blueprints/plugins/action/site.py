@@ -15,6 +15,7 @@ ARGUMENT_SPEC = {
     "blueprints_dir": {"type": "path"},
     "report": {"type": "bool", "default": False},
     "set_facts": {"type": "bool", "default": True},
+    "stop_on_missed_slo": {"type": "bool", "default": False},
 }
 
 
@@ -33,7 +34,11 @@ class ActionModule(intents_mod.IntentAction):
             if dups:
                 raise SchemaError(dups)
             intents = intents_mod.compute(
-                task_vars, hosts, args["blueprints_dir"], variable_manager=self._task.get_variable_manager()
+                task_vars,
+                hosts,
+                args["blueprints_dir"],
+                variable_manager=self._task.get_variable_manager(),
+                stop_missed_slo=args["stop_on_missed_slo"],
             )
         except SchemaError as e:
             return self._schema_failure(result, e)

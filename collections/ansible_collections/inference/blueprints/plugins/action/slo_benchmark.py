@@ -138,7 +138,6 @@ class ActionModule(intents_mod.IntentAction):
 
     def _before_after(self, intent: dict, host: str, entries: list[dict], task_vars: dict) -> list[dict]:
         from ansible.module_utils.common.text.converters import to_text
-        from ansible.vars.reserved import get_reserved_names
         from ansible_collections.inference.blueprints.plugins.module_utils.intent import build
 
         hv = task_vars["hostvars"][host]
@@ -146,7 +145,7 @@ class ActionModule(intents_mod.IntentAction):
         values = {n: hv[n] for n in names if n in build.variable_names()}
         values["calibration"] = entries
         values["inventory_dir"] = hv.get("inventory_dir")  # where a model's config.json path is relative to
-        ignore = intents_mod.MAGIC | frozenset(get_reserved_names())
+        ignore = intents_mod.ansible_names()
         ignore |= intents_mod.runtime_names(self._task.get_variable_manager(), host)
         try:
             after = build.site_intent(host, values, names, intents_mod.blueprint_dirs(task_vars), ignore=ignore)

@@ -162,6 +162,12 @@ def summarize_node(node):
             "rdma_resources": rdma_resources,
             "sriov_capable": any(_truthy(v) for k, v in labels.items() if k.endswith(".sriov.capable")),
         },
+        # what the scheduler places new pods on now (serving_preflight counts free GPUs on these only)
+        "schedulable": not bool((node.get("spec") or {}).get("unschedulable")),
+        "ready": all(c.get("status") == "True" for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+        "rdma_allocatable": {
+            k: int(quantity(v)) for k, v in allocatable.items() if k.startswith(RDMA_RESOURCE_PREFIXES)
+        },
         "kernel": node_info.get("kernelVersion"),
         "os_image": node_info.get("osImage"),
         "kubelet": node_info.get("kubeletVersion"),
@@ -377,6 +383,7 @@ def gather(get, groups=DEFAULT_GROUPS, packages=()):
                 "name": sc["metadata"]["name"],
                 "provisioner": sc.get("provisioner"),
                 "default": _truthy(ann.get("storageclass.kubernetes.io/is-default-class")),
+                "binding_mode": sc.get("volumeBindingMode") or "Immediate",
             }
         )
     facts["storage_classes"] = classes

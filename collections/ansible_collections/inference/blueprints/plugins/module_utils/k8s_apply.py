@@ -28,7 +28,13 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.inference.blueprints.plugins.module_utils import claims, k8s_wait, ownership
+from ansible_collections.inference.blueprints.plugins.module_utils import (
+    applied_record,
+    claims,
+    k8s_wait,
+    ownership,
+    removal_guard,
+)
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
 from ansible_collections.inference.blueprints.plugins.module_utils import render_tree as render_tree_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import quantity
@@ -81,6 +87,9 @@ ARGUMENT_SPEC = dict(
             shared=dict(type="list", elements="dict", default=[]),
         ),
     ),
+    # the stage's record of what it applied (module_utils/applied_record.py): a full apply of the stage prunes what
+    # the record names and the objects no longer hold, then records them; a removal deletes what it names too
+    record=dict(applied_record.ARGUMENT_SPEC),
     wait_timeout=dict(type="int", default=300),
     # readiness tests checked, all at once, after a successful apply (k8s_wait's objects)
     wait_for=dict(type="list", elements="dict", default=[], options=k8s_wait.ARGUMENT_SPEC["objects"]["options"]),
@@ -741,15 +750,30 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
     kept = _not_ours(client, [i for i in items if i.index not in absent], params)
     # shared platform objects other sites still claim: this site's claim is removed, the merge recomputed
     handback = _claims_left(items, kept, params)
+    census, orphan = None, {}
+    if owner_policy(params) is not None:
+        # nothing that is not the site's goes with what it deletes: a Namespace holding such an object is kept,
+        # an object whose cascade would take one is deleted with propagationPolicy=Orphan (removal_guard.py)
+        ours = [i for i in items if i.index not in absent and i.index not in kept]
+        census, keep_ns, orphan = removal_guard.plan(client, ours, owner_policy(params))
+        kept.update(keep_ns)
     done = []
 
     def delete_one(item):
         meta = item.obj["metadata"]
+        spared = orphan.get(item.index)
         try:
-            existed = client.delete(item.resource, meta["name"], meta.get("namespace"), dry_run=check_mode)
+            existed = client.delete(
+                item.resource,
+                meta["name"],
+                meta.get("namespace"),
+                dry_run=check_mode,
+                **({"propagation": "Orphan"} if spared else {}),
+            )
         except kc.ApiError as exc:
             raise _explained(exc, "delete", item) from exc
-        item.result = entry(item.obj, "deleted" if existed else "absent")
+        extra = {"kept_dependents": sorted(ownership.ref(o) for o in spared)} if spared and existed else {}
+        item.result = entry(item.obj, "deleted" if existed else "absent", **extra)
         if existed and diff:
             ref = kc.ref(item.obj)
             item.diff = {"before_header": ref, "after_header": ref, "before": item.obj, "after": {}}
@@ -773,11 +797,57 @@ def delete_all(client, objs, params, check_mode=False, diff=False):
         done.extend(i for i in wave_items if i.result is not None)
         if failures:
             raise _fail(failures, "deleted", _results(done))
+    done.extend(_remove_made(client, census, [i for i in done if i.index in orphan], check_mode))
     results = _results(done)
     pending = [i for i in done if i.result["action"] == "deleted"]
     if params.get("wait_deleted") and not check_mode and pending:
         _wait_gone(client, pending, params.get("wait_timeout") or 300, results)
     return results, [i.diff for i in done if i.diff], bool(pending) or any(i.index in handback for i in done)
+
+
+def _remove_made(client, census, orphaned, check_mode):
+    """What controllers made from the objects deleted with propagationPolicy=Orphan, deleted one by one (the
+    cascade without the foreign objects it would have taken): results of their own, after the site's."""
+    out = []
+    for item in orphaned:
+        if item.result["action"] != "deleted":
+            continue
+        try:
+            made = removal_guard.remove_made(client, census, item.live["metadata"].get("uid"), check_mode)
+        except kc.ApiError as exc:
+            raise _explained(exc, "delete what was made from", item) from exc
+        for obj, resource, existed in made:
+            child = _Item(len(out), obj)
+            child.resource = resource
+            why = f"made from {ownership.ref(item.obj)} by its controller; deleted on its own"
+            child.result = entry(obj, "deleted" if existed else "absent", reason=why)
+            out.append(child)
+    return out
+
+
+def prune(client, objs, params, previous, modes=(False, False)):
+    """Delete what the stage's record named (``previous``) and ``objs`` no longer hold (only the site's: the
+    removal's own rules), then record ``objs`` (not in check mode). Results: ``pruned`` (``kept`` with why).
+    ``modes``: (check mode, diff)."""
+    check_mode, diff = modes
+    own, spec = owner_policy(params), params["record"]
+    gone = applied_record.stale(previous, objs, own, spec)
+    results, diffs, changed = [], [], False
+    if gone:
+        results, diffs, changed = delete_all(client, gone, {**params, "record": None}, check_mode, diff)
+        results = [
+            {**r, "action": "pruned"} if r["action"] == "deleted" else r for r in results if r["action"] != "absent"
+        ]
+    if not check_mode:
+        applied_record.write(client, applied_record.record_object(own, spec, objs), params["field_manager"], previous)
+    return results, diffs, changed
+
+
+def recorded_too(client, objs, params):
+    """``objs`` with what the stage's record names besides, and the record itself (a teardown's objects)."""
+    own, spec = owner_policy(params), params["record"]
+    previous = applied_record.read(client, own, spec)
+    return objs + applied_record.stale(previous, objs, own, spec) + [applied_record.record_ref(own, spec)]
 
 
 def _not_ours(client, items, params):
@@ -965,9 +1035,17 @@ def run(params, check_mode=False, diff=False, env=None):
         return {"changed": False, "objects": []}
     try:
         client = kc.get_client(params, env)
+        record = params.get("record") if owner_policy(params) else None
         if params["state"] == "present":
+            # the stage's record, read first: one that is not the site's stops the apply before any write
+            previous = applied_record.read(client, owner_policy(params), record) if record else None
             results, diffs, changed = apply_all(client, objs, params, check_mode, diff)
+            if record:
+                pruned, pruned_diffs, pruned_changed = prune(client, objs, params, previous, (check_mode, diff))
+                results, diffs, changed = results + pruned, diffs + pruned_diffs, changed or pruned_changed
         else:
+            if record:
+                objs = recorded_too(client, objs, params)
             results, diffs, changed = delete_all(client, objs, params, check_mode, diff)
     except kc.ClientError as exc:
         results = exc.results
@@ -979,11 +1057,13 @@ def run(params, check_mode=False, diff=False, env=None):
         }
     out = {"changed": changed, "objects": results, **({"diff": diffs} if diff else {})}
     missing = missing_references(client, params.get("references") or []) if params["state"] == "present" else []
-    if missing:
-        out["warnings"] = missing
+    # what a removal (or a prune) kept because something not the site's is in it or hangs on it
+    warnings = missing + removal_guard.kept_lines(results)
+    if warnings:
+        out["warnings"] = warnings
     if waits:
         # the same engine as k8s_wait, on this task's client: one task, one connection, one discovery
-        waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP)
+        waited = k8s_wait.wait(client, waits, params["wait_timeout"], k8s_wait.DEFAULT_SLEEP, k8s_wait.grace_of(env))
         out.update(waited=waited["objects"], wait_elapsed=waited["elapsed"])
         if waited.get("failed"):
             out.update(failed=True, msg=waited["msg"])

@@ -1195,6 +1195,11 @@ class Discovery:
         plural, namespaced, verbs, subresources = entry
         return Resource(group, version, kind, plural, bool(namespaced), tuple(verbs), tuple(subresources))
 
+    def kinds(self, api_version):
+        """kind -> [plural, namespaced, verbs, subresources] of one served group/version ({} when not served)."""
+        with self._lock:
+            return self._group_version(self._ensure(), api_version) or {}
+
     def served(self):
         """group -> served versions (preferred first)."""
         with self._lock:

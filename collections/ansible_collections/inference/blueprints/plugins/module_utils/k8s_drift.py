@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.inference.blueprints.plugins.module_utils import applied_record, ownership
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply as engine
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
-from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 
 ARGUMENT_SPEC = dict(
     objects=dict(type="list", elements="dict", required=True),
@@ -29,6 +29,8 @@ ARGUMENT_SPEC = dict(
     remove_foreign=dict(type="bool", default=False),
     # the site's ownership policy (k8s_apply's): our objects carry its annotation, adopted ones are only ours in part
     ownership=engine.ARGUMENT_SPEC["ownership"],
+    # the stage's record (k8s_apply's): what it names and the objects no longer hold, still on the cluster, is drift
+    record=engine.ARGUMENT_SPEC["record"],
     **kc.AUTH_ARG_SPEC,
 )
 
@@ -335,6 +337,29 @@ def remove_foreign(client, obj, entries):
     return len(ops)
 
 
+def dropped(client, objects, own, record):
+    """Drift of the objects the stage's record names and ``objects`` no longer hold: each still on the cluster
+    and the site's (so the next converge prunes it)."""
+    out = []
+    for ref in applied_record.stale(applied_record.read(client, own, record), objects, own, record):
+        meta = ref["metadata"]
+        try:
+            resource = client.resource(ref["apiVersion"], ref["kind"])
+        except kc.KindNotServed:
+            continue
+        live = client.get(resource, meta["name"], meta.get("namespace") if resource.namespaced else None)
+        if live is not None and ownership.creator(live) == own["value"]:
+            out.append(
+                {
+                    "object": kc.ref(ref),
+                    "field": "(the object)",
+                    "live": "present",
+                    "intended": "absent (no longer rendered: a converge prunes it)",
+                }
+            )
+    return out
+
+
 def run(params, check_mode=False, diff=False, env=None):
     """The k8s_drift task: {drift: [...]}; with remove_foreign, the fields and labels others added to
     our objects are removed (changed); fails only on API errors."""
@@ -352,6 +377,8 @@ def run(params, check_mode=False, diff=False, env=None):
             foreign = [d for d in found if d["intended"] is None]
             if foreign and params.get("remove_foreign") and not check_mode:
                 removed += remove_foreign(client, obj, foreign)
+        if own and params.get("record"):
+            drift.extend(dropped(client, params["objects"], own, params["record"]))
     except kc.ClientError as exc:
         return {"failed": True, "msg": str(exc)}
     lines = [f"{d['object']}: {d['field']}: live {d['live']!r}, intended {d['intended']!r}" for d in drift]

@@ -12,6 +12,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import serving_preflight
 from ansible_collections.inference.blueprints.plugins.module_utils.cluster_facts import (
     DEFAULT_GROUPS,
     evaluate,
@@ -143,6 +144,8 @@ def run(params, check_mode=False, diff=False, env=None):
     if params.get("from_intent"):
         return {"failed": True, "msg": FROM_INTENT_ONLY}
     p = params
+    requirements = requirements_from_plans(p["plans"], p["hardware"], p["components"], p["requirements"])
+    serving = None
     if p["source"] == "inventory":
         facts = facts_from_inventory(p["hardware"], p["openshift_version"])
     else:
@@ -157,11 +160,15 @@ def run(params, check_mode=False, diff=False, env=None):
                 return {"changed": False, "cluster_facts": gather_api(get), "requirements": {}, "unmet": []}
             groups = tuple(p["groups"]) if p["groups"] else DEFAULT_GROUPS
             facts = gather(get, groups=groups, packages=p["packages"])
+            if requirements.get("serving") or requirements.get("pods"):
+                # what serving reads when its pods start: claims, Secrets, the GPUs other pods hold
+                serving = serving_preflight.gather(get, requirements.get("serving") or {})
         except kc.ClientError as exc:
             return {"failed": True, "msg": f"could not read cluster facts: {exc}"}
 
-    requirements = requirements_from_plans(p["plans"], p["hardware"], p["components"], p["requirements"])
     unmet = evaluate(facts, requirements)
+    if serving is not None:
+        unmet += serving_preflight.evaluate(facts, serving, requirements, unmet)
     result = {"changed": False, "cluster_facts": facts, "requirements": requirements, "unmet": unmet}
     if unmet and p["fail_on_unmet"]:
         lines = "\n".join(f"  - {u}" for u in unmet)

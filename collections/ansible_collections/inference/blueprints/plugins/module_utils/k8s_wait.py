@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
+from ansible_collections.inference.blueprints.plugins.module_utils import wait_causes
 
 DEFAULT_SLEEP = 2.0  # the longest pause between polls (k8s_wait's ``sleep`` default; k8s_apply's wait_for)
 
@@ -129,14 +130,81 @@ def spec_ref(spec):
     )
 
 
-def timeout_message(timeout, specs, state):
-    """``timed out after N s: <ref>: waited for <test>; last saw <seen>; ...`` (every object still waiting)."""
+def timeout_message(timeout, specs, state, causes=()):
+    """``timed out after N s: <ref>: waited for <test>; last saw <seen>; ...`` (every object still waiting), led by
+    the first cause its pods showed (``causes``: wait_causes.diagnose's)."""
     lines = [
         f"{spec_ref(spec)}: waited for {describe_test(spec)}; last saw {state[i][1]}"
         for i, spec in enumerate(specs)
         if not state[i][0]
     ]
-    return f"timed out after {timeout} s: " + "; ".join(lines)
+    first = next((c for c in causes if not state[c["spec"]][0]), None)
+    lead = f"first blocking cause: {wait_causes.describe(first)}; " if first else ""
+    return f"timed out after {timeout} s: {lead}" + "; ".join(lines)
+
+
+def early_message(elapsed, timeout, specs, fatal):
+    """The wait stopped before its deadline on causes that waiting does not resolve: each, and its object."""
+    lines = []
+    for c in fatal[:5]:
+        why = "refused" if c["at_once"] else f"for {c['age']:g} s"
+        lines.append(f"{wait_causes.describe(c)} ({why}; {spec_ref(specs[c['spec']])})")
+    more = f"; and {len(fatal) - 5} more" if len(fatal) > 5 else ""
+    return (
+        f"stopped waiting after {elapsed:g} s of {timeout} s: " + "; ".join(lines) + more + ". Waiting longer does "
+        "not resolve this: fix the cause named, then converge again"
+    )
+
+
+# Pods and events behind the waited workloads are read at most this often, and a progress line is shown this often
+DIAGNOSE_EVERY = 5.0
+PROGRESS_EVERY = 15.0
+# A callable taking one line, set while an action plugin runs the wait on the controller (reporting()): the
+# serving progress is shown during the wait. A module on a target has no live output: None.
+PROGRESS = None
+
+
+class reporting:  # noqa: N801 - used as a context manager, like a function
+    """``with reporting(display_fn):`` the waits of the block show their progress lines through ``display_fn``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __enter__(self):
+        global PROGRESS
+        self.saved, PROGRESS = PROGRESS, self.fn
+        return self
+
+    def __exit__(self, *exc):
+        global PROGRESS
+        PROGRESS = self.saved
+
+
+def grace_of(env):
+    """Seconds a cause that may still resolve is given (INFERENCE_BLUEPRINTS_WAIT_GRACE, default wait_causes.GRACE)."""
+    try:
+        return float((env or {}).get(GRACE_ENV) or wait_causes.GRACE)
+    except ValueError:
+        return wait_causes.GRACE
+
+
+GRACE_ENV = "INFERENCE_BLUEPRINTS_WAIT_GRACE"
+
+
+def read_pods(client, specs, pending):
+    """The pods and Warning events of the namespaces of the pending workloads (an unreadable one is skipped)."""
+    spaces = sorted(
+        {specs[i].get("namespace") for i in pending if specs[i]["kind"] in wait_causes.WORKLOAD_KINDS} - {None}
+    )
+    pods, events = [], []
+    for ns in spaces:
+        try:
+            pods += client.request("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+            found = client.request("GET", f"/api/v1/namespaces/{ns}/events", query={"fieldSelector": "type=Warning"})
+            events += found.get("items") or []
+        except (kc.ApiError, kc.ClientError):
+            continue
+    return pods, events
 
 
 def report(specs, state):
@@ -177,11 +245,14 @@ def served_resources(client):
     return served
 
 
-def wait(client, specs, timeout, sleep):
-    """Poll every object until all are ready or the deadline passes; return the task result."""
+def wait(client, specs, timeout, sleep, grace=wait_causes.GRACE):
+    """Poll every object until all are ready or the deadline passes; return the task result. The pods behind
+    waited workloads are read on the way (wait_causes): a cause that waiting does not resolve ends the wait
+    early, naming the pod and the reason; progress lines go to PROGRESS."""
     start = time.monotonic()
     deadline = start + timeout
     state = {i: (False, "not checked") for i in range(len(specs))}
+    watch = Diagnosis(client, specs, start, grace)
     by_discovery = {i: established_by_discovery(spec) for i, spec in enumerate(specs)}
     served = set()
 
@@ -218,15 +289,50 @@ def wait(client, specs, timeout, sleep):
             if all(state[i][0] for i in range(len(specs))):
                 return {"changed": False, "objects": report(specs, state), "elapsed": elapsed}
             now = time.monotonic()
+            fatal = watch.poll([i for i in range(len(specs)) if not state[i][0]], now, final=now >= deadline)
+            if fatal:
+                return {
+                    "failed": True,
+                    "msg": early_message(elapsed, timeout, specs, fatal),
+                    "objects": report(specs, state),
+                    "elapsed": elapsed,
+                    "causes": [wait_causes.describe(c) for c in watch.causes],
+                }
             if now >= deadline:
                 return {
                     "failed": True,
-                    "msg": timeout_message(timeout, specs, state),
+                    "msg": timeout_message(timeout, specs, state, watch.causes),
                     "objects": report(specs, state),
                     "elapsed": elapsed,
+                    "causes": [wait_causes.describe(c) for c in watch.causes],
                 }
             time.sleep(min(pause, deadline - now))
             pause = min(pause * 2, sleep)
+
+
+class Diagnosis:
+    """The pods behind a wait's workloads, read every DIAGNOSE_EVERY seconds (wait_causes.diagnose)."""
+
+    def __init__(self, client, specs, start, grace):
+        self.client, self.specs, self.start = client, specs, start
+        self.state = {"grace": grace}
+        self.causes = []
+        self.read_at, self.shown_at = None, start
+        self.workloads = any(s["kind"] in wait_causes.WORKLOAD_KINDS for s in specs)
+
+    def poll(self, pending, now, final=False):
+        """The fatal causes (a list, empty while waiting may still help); shows a progress line now and then."""
+        if not self.workloads or (not final and self.read_at is not None and now - self.read_at < DIAGNOSE_EVERY):
+            return []
+        self.read_at = now
+        pods, events = read_pods(self.client, self.specs, pending)
+        diag = wait_causes.diagnose(self.specs, pods, events, self.state, now)
+        self.causes = [c for c in diag["causes"] if c["spec"] in pending]
+        if PROGRESS is not None and now - self.shown_at >= PROGRESS_EVERY:
+            self.shown_at = now
+            for line in wait_causes.progress_lines(self.specs, pending, diag, spec_ref):
+                PROGRESS(f"waiting {now - self.start:.0f} s: {line}")
+        return [c for c in diag["fatal"] if c["spec"] in pending]
 
 
 def run(params, check_mode=False, diff=False, env=None):
@@ -243,6 +349,6 @@ def run(params, check_mode=False, diff=False, env=None):
         return {"changed": False, "elapsed": 0.0, "objects": []}
     try:
         client = kc.get_client(params, env)
-        return wait(client, specs, params["timeout"], params["sleep"])
+        return wait(client, specs, params["timeout"], params["sleep"], grace_of(env))
     except kc.ClientError as exc:
         return {"failed": True, "msg": str(exc)}

@@ -28,6 +28,13 @@ description:
     file under O(render_dir) (the seed of GitOps delivery).
   - With O(state=absent) the objects are deleted in the reverse order and, by default, the task
     waits until they are all gone.
+  - With an ownership policy a removal deletes only what the site created, and nothing that is not the site's goes
+    with it. Before deleting a Namespace the site created it lists every namespaced kind the API serves there; when
+    anything is neither the site's, nor made by a controller from the site's objects, nor made by the control plane
+    in every namespace (the C(kube-root-ca.crt) ConfigMap, the C(default) ServiceAccount, events, leases), the
+    Namespace is kept (V(kept), its RV(objects[].reason) naming those objects, and a warning). An object whose
+    dependents include such an object is deleted with C(propagationPolicy=Orphan) and what its controller made from
+    it is deleted on its own (RV(objects[].kept_dependents)).
   - Runs on the controller (an action plugin of the same name, no module transfer) when the host's
     connection is C(local), with one client per connection and API discovery cached across tasks
     (see notes); otherwise, or with E(INFERENCE_BLUEPRINTS_K8S_EXECUTION=module), as a module on
@@ -165,6 +172,24 @@ options:
         description: Only these components of the stage (default, every component the intent lists for it).
         type: list
         elements: str
+  record:
+    description:
+      - The record of what a stage applied (a ConfigMap of the site, C(inference-blueprints-applied-<site>-<stage>) in
+        O(record.namespace)), used only with an ownership policy. With O(state=present) the objects are the whole
+        stage, so every object the record names that they no longer hold is pruned (deleted when its live copy carries
+        the site's C(created-by) annotation, kept and named otherwise; listed as V(pruned); in check mode listed and
+        not deleted), then the objects are recorded. With O(state=absent) what the record names is removed too, and
+        the record last.
+    type: dict
+    suboptions:
+      stage:
+        description: The stage (one record per site, stage and cluster).
+        type: str
+        required: true
+      namespace:
+        description: The namespace the record lives in (the stage's namespace).
+        type: str
+        required: true
   wait_for:
     description:
       - Readiness tests checked after a successful apply, all at once and on the task's own
@@ -263,13 +288,19 @@ objects:
       description: What happened.
       type: str
       sample: created
-      choices: [created, configured, unchanged, deleted, absent, kept, released, rendered]
+      choices: [created, configured, unchanged, deleted, absent, kept, released, rendered, pruned]
     reason:
       description:
-        - Why a removal kept the object (V(kept)) - adopted by the site, or not created by it - or handed a shared
-          platform object back to the other sites that claim it (V(released)).
+        - Why a removal kept the object (V(kept)) - adopted by the site, not created by it, or a Namespace the site
+          created that holds objects that are not the site's (named); or why an object not in O(objects) was deleted;
+          or why a shared platform object was handed back to the other sites that claim it (V(released)).
       type: str
-      returned: when the action is V(kept) or V(released)
+      returned: when the action is V(kept) or V(released), and for an object deleted with orphaning
+    kept_dependents:
+      description: Objects that name this deleted object as owner and are not the site's, kept (orphaned).
+      type: list
+      elements: str
+      returned: when a deleted object had such dependents
     validated:
       description:
         - V(false) when, in check mode, the object lives in a namespace the same run would create,

@@ -50,6 +50,23 @@ options:
         removed; an object that exists but was not created by the site is reported as drift of C((ownership)).
     type: bool
     default: false
+  record:
+    description:
+      - The record of what the stage applied
+        (O(inference.blueprints.k8s_apply#module:record) of M(inference.blueprints.k8s_apply)).
+        Every object it names that O(objects) no longer hold, still on the cluster and carrying the site's
+        C(created-by) annotation, is drift of C((the object)) (live V(present)); the next converge prunes it.
+        Needs an O(ownership) policy.
+    type: dict
+    suboptions:
+      stage:
+        description: The stage.
+        type: str
+        required: true
+      namespace:
+        description: The namespace the record lives in.
+        type: str
+        required: true
 """
 
 EXAMPLES = r"""

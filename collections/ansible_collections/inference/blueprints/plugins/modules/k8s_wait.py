@@ -17,6 +17,15 @@ description:
   - On timeout the task fails with one line per object still waiting, naming the object, the test
     and what it last saw (the field's value, or the condition's status, reason and message, or that
     the object does not exist).
+  - While it waits for a workload (LLMInferenceService, Deployment, StatefulSet, DaemonSet, LeaderWorkerSet, Job)
+    it reads the pods and the Warning events of its namespace every 5 seconds, and fails before the deadline,
+    naming the pod (or the controller) and the reason, on a cause that waiting does not resolve - at once for an
+    admission refusal of the pods (a C(FailedCreate) event whose message says forbidden, denied or exceeded quota)
+    or an invalid image name; after a grace period (60 s, E(INFERENCE_BLUEPRINTS_WAIT_GRACE) seconds) for a pod
+    the scheduler cannot place (C(PodScheduled=False) reason C(Unschedulable), with the scheduler's message), an
+    image that does not pull, a crash loop, a container that cannot be created or a volume that does not mount.
+    A timeout message starts with the first such cause still there. Run on the controller, it shows a progress
+    line per workload (pods ready of those that exist, by phase, and the first cause) every 15 seconds.
   - In check mode it returns at once, since nothing it would wait for was created.
   - A kind the cluster does not serve yet (an operator still installing its CRDs) counts as not
     ready; discovery is refreshed for it at most every 10 seconds.
@@ -142,6 +151,11 @@ elapsed:
   description: Seconds waited.
   returned: always
   type: float
+causes:
+  description: What the pods behind the workloads still waiting showed last (pod or controller, reason, message).
+  returned: when the wait failed
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

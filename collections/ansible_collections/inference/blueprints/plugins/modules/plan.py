@@ -156,7 +156,8 @@ options:
         model's own C(policy). Unknown keys fail, naming the valid ones.
       - Keys (docs/planner.md) are C(disaggregation), C(speculative), C(tool_calling_heavy), C(code_completion),
         C(kv_offload), C(kv_offload_gib), C(kv_offload_max_gib_per_gpu), C(kv_connector), C(shared_kv_cache),
-        C(prefix_caching), C(chunked_prefill), C(allowed_weights), C(max_num_seqs), C(max_num_batched_tokens),
+        C(prefix_caching), C(chunked_prefill), C(allowed_weights), C(max_num_seqs), C(batch_sizing),
+        C(max_num_batched_tokens),
         C(prefill_mfu), C(decode_mbu), C(target_utilization), C(kv_headroom_fraction), C(pd_cost_margin),
         C(long_context_tokens), C(dcp), C(pcp), C(eplb), C(language_model_only), C(overhead_gib),
         C(scale_to_zero), C(min_replicas), C(output_token_cap).
@@ -289,6 +290,8 @@ plan:
         - C(prefill), C(decode) and C(serve); C(prefill) and C(decode) are null when not disaggregated, C(serve)
           is null when disaggregated. Each pool has C(gpu), C(gpus), C(replicas), C(gpus_per_replica), C(tp),
           C(pp), C(dp), C(ep), C(dcp), C(pcp), C(max_num_seqs), C(memory), C(kv) and C(engine_args).
+        - C(max_num_seqs) (also C(--max-num-seqs) in C(engine_args)) of a serve or decode pool is the batch the plan
+          sized and its latency figures describe; a policy C(max_num_seqs) only lowers it.
       type: dict
       returned: success
     speculative:
@@ -309,9 +312,15 @@ plan:
       type: str
       returned: success
     decisions:
-      description: Every decision as C({what, choice, why}).
+      description: Every decision as C({what, choice, why}), plus C(unit) when the choice is a number with one.
       type: list
       elements: dict
+      returned: success
+    units:
+      description:
+        - The unit of every figure whose key does not name it (C(cost_per_hour), C(max_num_seqs), ...), then the
+          units of the key suffixes (C(*_ms), C(*_gib), ...).
+      type: dict
       returned: success
     seed_comparison:
       description: Where the seed article's figures differ from vLLM's arithmetic for this plan.

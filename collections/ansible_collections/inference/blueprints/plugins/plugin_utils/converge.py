@@ -13,7 +13,8 @@ Exit codes (``EXIT_*``): 0 converged; 1 a task failed; 2 bad command line (no su
 playbooks); 3 the inventory is invalid (nothing was read from or written to a cluster); 4 a
 cluster lacks what the plan needs, or two hosts reach one cluster (preflight; nothing was applied);
 5 a cluster could not be read (kubeconfig, URL, credentials, network; nothing was applied);
-130 interrupted.
+6 a plan misses its SLOs on the given hardware and the site does not set accept_missed_slo (nothing was
+applied); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INVALID, EXIT_PREFLIGHT, EXIT_UNREACHABLE, EXIT_INTERRUPTED = (
     0, 1, 2, 3, 4, 5, 130
 )  # fmt: skip
+EXIT_MISSED_SLO = 6
 EXIT_CODES = {
     EXIT_OK: "converged",
     EXIT_FAILED: "a task failed",
@@ -42,6 +44,8 @@ EXIT_CODES = {
     "nothing was applied",
     EXIT_UNREACHABLE: "a cluster could not be read (kubeconfig, API server URL, credentials or network); "
     "nothing was applied",
+    EXIT_MISSED_SLO: "a plan misses its SLOs on the given hardware (the message says which and how many GPUs would "
+    "meet them; accept_missed_slo: true applies it anyway); nothing was applied",
     EXIT_INTERRUPTED: "interrupted",
 }
 SITE_ACTION = "inference.blueprints.site"
@@ -228,7 +232,9 @@ class Tracker:
             st.failed_task = data.get("task", "")
             st.failed_msg = str(res.get("msg") or res.get("stderr") or ("unreachable" if "unreachable" in kind else ""))
             action = data.get("resolved_action") or data.get("task_action") or ""
-            if action in (SITE_ACTION, "site"):
+            if res.get("missed_slo"):
+                self.exit_hint = EXIT_MISSED_SLO
+            elif action in (SITE_ACTION, "site"):
                 self.exit_hint = EXIT_INVALID
             elif action in (PREFLIGHT_ACTION, "cluster_facts") and "unmet" not in res:
                 # the read itself failed (no kubeconfig, a wrong URL, refused credentials): nothing was compared
@@ -356,10 +362,12 @@ def summary_lines(tracker: Tracker, rc: int, log: str | None) -> list[str]:
 
 
 def key_choices(lines: list[str], limit: int = 12) -> list[str]:
-    """The plan's headline lines (layout, pools, speculative decoding, KV connector), not every decision."""
-    keep = [ln.strip() for ln in lines if " = " not in ln and "WARNING" not in ln]
+    """The plan's headline lines (layout, pools, speculative decoding, KV connector), not every decision; a plan
+    that misses its SLOs first (stopped, rendered or applied because the site accepts it: intent/slo_gate.py)."""
+    missed = [ln.strip() for ln in lines if "SLO MISSED" in ln]
+    keep = [ln.strip() for ln in lines if " = " not in ln and "WARNING" not in ln and "SLO MISSED" not in ln]
     warn = [ln.strip() for ln in lines if "WARNING" in ln]
-    return (keep + warn)[:limit]
+    return (missed + keep + warn)[:limit]
 
 
 def file_change_lines(changes: dict, limit: int = 40) -> list[str]:

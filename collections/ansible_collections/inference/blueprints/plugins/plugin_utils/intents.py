@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.reserved import get_reserved_names
-from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, schema
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import build, gitops, keys, schema, slo_gate
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import names as names_mod
 
 # Variables Ansible defines for every host; never site variables.
@@ -40,6 +40,12 @@ MAGIC = frozenset(
         "vars",
     )
 )
+
+
+def ansible_names() -> frozenset[str]:
+    """Names Ansible defines or reserves, which the misspelled-variable check leaves alone; except the aliases the
+    site schema declares (``namespace`` is a reserved name and what users write for serving_namespace)."""
+    return MAGIC | (frozenset(get_reserved_names()) - frozenset(keys.aliases()))
 
 
 def blueprint_dirs(task_vars: dict, explicit: str | None = None) -> list[str]:
@@ -68,9 +74,13 @@ def runtime_names(variable_manager, host: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_manager=None) -> dict[str, dict]:
-    """{host: intent} from each host's variables. Raises SchemaError on bad input."""
-    ignore = MAGIC | frozenset(get_reserved_names())
+def compute(
+    task_vars: dict, hosts, blueprints_dir: str | None = None, variable_manager=None, stop_missed_slo: bool = True
+) -> dict[str, dict]:
+    """{host: intent} from each host's variables. Raises SchemaError on bad input, and MissedSLO (a SchemaError)
+    when a cluster that applies has plans that miss their SLOs and its site does not accept it (``stop_missed_slo``
+    false: plan.yml, which only prints the plan)."""
+    ignore = ansible_names()
     candidates = blueprint_dirs(task_vars, blueprints_dir)
     hostvars = task_vars["hostvars"]
     wanted = build.variable_names()
@@ -91,6 +101,8 @@ def compute(task_vars: dict, hosts, blueprints_dir: str | None = None, variable_
             host, values, names, candidates, ignore=ignore | set_by_run, inventory_dirs=inventory_dirs
         )
     gitops.check_destinations(out)  # between the clusters: one destination per GitOps cluster
+    if stop_missed_slo:
+        slo_gate.stop(out)  # before anything is applied or written (intent/slo_gate.py)
     return out
 
 
@@ -138,4 +150,5 @@ class IntentAction(ActionBase):
     @staticmethod
     def _schema_failure(result: dict, error) -> dict:
         result.update(failed=True, msg=str(error), errors=[{"path": p, "msg": m} for p, m in error.errors])
+        result.update(slo_gate.failure_fields(error))
         return result

@@ -20,11 +20,14 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_client as kc
-from ansible_collections.inference.blueprints.plugins.module_utils import ownership
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait, ownership
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 
 ENV_EXECUTION = "INFERENCE_BLUEPRINTS_K8S_EXECUTION"
+
+display = Display()
 
 
 class K8sAction(ActionBase):
@@ -77,7 +80,8 @@ class K8sAction(ActionBase):
         if self.FROM_INTENT is not None and self._task.args.get("from_intent") is not None:
             args = self._validated()
             try:
-                outcome = type(self).FROM_INTENT(self, task_vars or {}, args, env, self._in_process(env))
+                with k8s_wait.reporting(self._progress(task_vars or {})):
+                    outcome = type(self).FROM_INTENT(self, task_vars or {}, args, env, self._in_process(env))
             finally:
                 kc.release()
             result.update(outcome)
@@ -91,11 +95,20 @@ class K8sAction(ActionBase):
         if own:
             args["ownership"] = own
         try:
-            outcome = type(self).RUN(args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env)
+            with k8s_wait.reporting(self._progress(task_vars or {})):
+                outcome = type(self).RUN(
+                    args, check_mode=bool(self._task.check_mode), diff=bool(self._task.diff), env=env
+                )
         finally:
             kc.release()  # the worker exits with os._exit: no atexit clean-up of credential files
         result.update(outcome)
         return result
+
+    @staticmethod
+    def _progress(task_vars: dict):
+        """Where a wait's progress lines go while the task runs on the controller: the play's output."""
+        host = task_vars.get("inventory_hostname") or "localhost"
+        return lambda line: display.display(f"{host}: {line}")
 
     def _site_ownership(self, task_vars: dict) -> dict | None:
         """The ownership policy of the host's deployment intent, for a task that gives none."""

@@ -33,6 +33,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import k8s_fa
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait as wait_mod
 from ansible_collections.inference.blueprints.plugins.module_utils import ownership
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import platform as platform_mod
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import slo_gate
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
@@ -95,7 +96,8 @@ def _roles(intent: dict, spec: dict) -> list[str]:
 
 def _failure(error) -> dict:
     if isinstance(error, SchemaError):
-        return {"failed": True, "msg": str(error), "errors": [{"path": p, "msg": m} for p, m in error.errors]}
+        errors = [{"path": p, "msg": m} for p, m in error.errors]
+        return {"failed": True, "msg": str(error), "errors": errors, **slo_gate.failure_fields(error)}
     return {"failed": True, "msg": f"from_intent: {error}"}
 
 
@@ -135,10 +137,17 @@ def run_apply(action, task_vars: dict, params: dict, env: dict, in_process: bool
                 "wait_timeout": waits_mod.timeout_of(waits),
                 "ownership": ownership.of_intent(intent),
                 "references": waits_mod.references(intent, roles),
+                # the whole stage: what an earlier converge applied and this one no longer renders is pruned
+                "record": None if spec.get("components") else serving_record(intent),
             }
         )
     except (SchemaError, render_mod.RenderError, StageError) as e:
         return _failure(e)
+
+
+def serving_record(intent: dict) -> dict:
+    """Where the serving stage records what it applied (module_utils/applied_record.py)."""
+    return {"stage": "serving", "namespace": intent["serving"]["namespace"]}
 
 
 def run_wait(action, task_vars: dict, params: dict, env: dict, in_process: bool) -> dict:

@@ -14,8 +14,10 @@ scoped to the object's name:
 Added to those:
 
 - the reads of the cluster read (``cluster_facts.independent_reads``: nodes, namespaces, storage
-  classes, Subscriptions, CSVs, the four schema CRDs, PackageManifests, ...), for the platform stage,
-  which is the one that runs the preflight;
+  classes, Subscriptions, CSVs, the four schema CRDs, PackageManifests, ...) and of preflight's serving
+  checks (``serving_preflight.paths``: the claims of pvc:// weights and the Secrets the site names, by name;
+  the pods of every namespace, listed, for the GPUs they hold), for the platform stage, which is the one that
+  runs the preflight;
 - every wait of the stage (``get`` by name);
 - the ClusterServiceVersions OLM installs for our Subscriptions: their names are chosen by the
   cluster at install time, so ``get`` and ``delete`` on CSVs are the one write right not scoped by name;
@@ -25,12 +27,20 @@ Added to those:
 - for serving, ``update`` on each LLMInferenceService it renders, by name: ``playbooks/canary.yml`` replaces
   the services it rolls (and restores them) with a PUT, which ``patch`` does not cover;
 - for serving, ``list`` on the Pods of the serving namespace: verify's placement (``k8s_endpoints``) reads
-  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's).
+  where the pods KServe's workloads made were bound (their names are the cluster's, not the intent's), and the
+  stage's wait reads why they are not ready, with ``list`` on the namespace's Events (``k8s_wait``);
+- ``list`` on every kind in each namespace the stage creates, by a Role in that namespace: before a teardown
+  deletes a namespace it lists what is inside (``module_utils/removal_guard.py``), and keeps the namespace
+  when anything there is not the site's or cannot be listed;
+- for serving, the record of what the stage applied (``module_utils/applied_record.py``), by name. Pruning an
+  object the plan dropped needs ``delete`` on it, which roles derived from the new plan do not name: run
+  ``access.yml`` with the earlier inventory's roles still bound, or prune as an identity that may delete it.
 
 The split per stage:
 
 - **platform**: one ClusterRole, bound cluster-wide (operators, their namespaces and cluster policies
-  are cluster work). Every rule names its objects.
+  are cluster work). Every rule names its objects. A Role in each operator namespace holds the list
+  right above.
 - **serving**: a Role in each namespace the stage writes to (the serving namespace), and a small
   ClusterRole for the stage's cluster-scoped objects (its Namespace, the metrics-reader ClusterRole
   and binding, a GatewayClass, an admission policy). The namespace is created with the access objects
@@ -44,7 +54,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.inference.blueprints.plugins.module_utils import cluster_facts
+from ansible_collections.inference.blueprints.plugins.module_utils import (
+    applied_record,
+    cluster_facts,
+    serving_preflight,
+)
 
 PREFIX = "inference-blueprints"
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -57,11 +71,16 @@ LABELS = {"app.kubernetes.io/managed-by": f"{PREFIX}-access"}
 APPLY_VERBS = ("get", "create", "patch")
 DELETE_VERBS = ("delete",)
 WAIT_VERBS = ("get",)
+NAMESPACE_LIST_VERBS = ("list",)
+# the rule that gives: the one wildcard of the roles, read-only, in a Role of a namespace the stage creates
+NAMESPACE_LIST_RULE = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["list"]}
 # what playbooks/canary.yml does beyond the serving stage's apply: it replaces (PUT) the LLMInferenceServices it
 # rolls, and restores the exact previous object the same way (plugins/action/canary.py, Cluster.replace)
 CANARY = {("serving.kserve.io", "LLMInferenceService"): ("update",)}
 # verify's placement lists the serving namespace's Pods (k8s_endpoints; KServe and the LWS controller name them)
 VERIFY_POD_VERBS = ("list",)
+# the serving stage's wait lists the Warning events of the serving namespace: why its pods are not ready
+WAIT_EVENT_VERBS = ("list",)
 # kinds whose object names the cluster picks, not the intent: OLM names a Subscription's CSV
 UNNAMED = {("operators.coreos.com", "ClusterServiceVersion"): ("get", "delete")}
 # the groups whose reads the cluster read makes when the cluster serves them (all of them on OpenShift)
@@ -216,9 +235,12 @@ def _add_waits(grants: Grants, waits: list[dict], stage: str) -> None:
         grants.add(scope, group_of(w["apiVersion"]), plural(w["kind"]), WAIT_VERBS, w.get("name"))
 
 
-def _add_reads(grants: Grants, packages) -> None:
-    for path in cluster_facts.independent_reads(READ_GROUPS, packages):
-        group, resource, _ns, verb, name = read_rule(path)
+def _add_reads(grants: Grants, packages, serving_needs=None) -> None:
+    paths = cluster_facts.independent_reads(READ_GROUPS, packages)
+    if serving_needs is not None:  # preflight's serving checks: the claims and Secrets by name, the pods listed
+        paths += serving_preflight.paths(serving_needs)
+    for path in paths:
+        group, resource, _ns, verb, name = read_rule(path.split("?", 1)[0])
         grants.add(None, group, resource, (verb,), name)
 
 
@@ -232,6 +254,11 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
     for ref in rendered.get("references") or []:  # the stage checks that they exist (get, by name)
         scope = ref.get("namespace") if stage == "serving" else None
         grants.add(scope, group_of(ref["apiVersion"]), plural(ref["kind"]), ("get",), ref["name"])
+    # a teardown lists every kind in a namespace the stage created before deleting it (removal_guard.py): read
+    # rights there alone, held by a Role in that namespace (so no read of any other namespace's Secrets)
+    for obj in rendered["objects"]:
+        if obj["kind"] == "Namespace" and obj["apiVersion"] == "v1":
+            grants.add(obj["metadata"]["name"], "*", "*", NAMESPACE_LIST_VERBS)
     if stage == "serving":
         rolled = [o for o in rendered["objects"] if (group_of(o["apiVersion"]), o["kind"]) in CANARY]
         for obj in rolled:
@@ -240,8 +267,15 @@ def stage_grants(intent: dict, stage: str, rendered: dict) -> Grants:
                        obj["metadata"]["name"])  # fmt: skip
         if intent["serving"]["models"]:
             grants.add(intent["serving"]["namespace"], "", "pods", VERIFY_POD_VERBS)
+            # the serving wait reads the pods and Warning events behind its workloads (module_utils/wait_causes.py)
+            grants.add(intent["serving"]["namespace"], "", "events", WAIT_EVENT_VERBS)
+        # the stage's record of what it applied, read, written and removed by name (applied_record.py)
+        record = applied_record.name_of(intent["ownership"]["value"], "serving")
+        grants.add(intent["serving"]["namespace"], "", "configmaps", APPLY_VERBS + DELETE_VERBS, record)
     if stage == "platform":
-        _add_reads(grants, intent["platform"]["preflight"]["packages"])
+        _add_reads(
+            grants, intent["platform"]["preflight"]["packages"], intent["platform"]["requirements"].get("serving")
+        )
         for (group, kind), verbs in UNNAMED.items():
             if any(group_of(o["apiVersion"]) == "operators.coreos.com" for o in rendered["objects"]):
                 grants.add(None, group, plural(kind), verbs)
@@ -283,7 +317,7 @@ def access(intent: dict, rendered: dict) -> dict:
                     {
                         "apiVersion": RBAC_API,
                         "kind": "Role",
-                        "metadata": _meta(names["serving"], stage, scope),
+                        "metadata": _meta(names["platform" if stage == "platform" else "serving"], stage, scope),
                         "rules": rules,
                     }
                 )

@@ -15,7 +15,7 @@ import os
 from .. import ownership
 from ..planner.inputs import plain
 from ..slo import spec as slo_spec
-from . import burst, gitops, grid, inventory, platform, serving
+from . import burst, gitops, grid, inventory, platform, serving, slo_gate
 from . import site as site_mod
 
 INTENT_VERSION = 1
@@ -58,7 +58,12 @@ def site_intent(  # noqa: PLR0913 - the run's inventory directories (render_dir 
     burst.validate(site)  # sovereign burst: clusters, classes, digests, kubeconfig context (intent/burst.py)
     site = burst.fit(site)  # this cluster's models, traffic and standing footprint
     plans = site_mod.plan_models(site)
-    return plain(build(site, plans))
+    intent = build(site, plans)
+    # plans that miss their SLOs on this hardware, with the GPUs that would meet them (intent/slo_gate.py): the plan
+    # summary says them and a converge that applies stops on them unless the site accepts them
+    intent["site"]["accept_missed_slo"] = bool(site.get("accept_missed_slo"))
+    intent["slo_misses"] = slo_gate.misses(site, plans, site_mod.cached_plan)
+    return plain(intent)
 
 
 def build(site: dict, plans: list[dict]) -> dict:

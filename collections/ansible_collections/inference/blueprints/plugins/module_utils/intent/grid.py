@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..planner import data as catalog
-from . import scheduler
+from . import inventory, scheduler
 from .schema import SchemaError, suggest
 
 COMPONENT = "ai_gateway"
@@ -112,7 +112,7 @@ def _check_cascade(site: dict, cascade: dict, errors: list) -> None:
             errors.append((f"cascade.order[{j}]", f"unknown model {name!r}{suggest(name, models)}"))
     if len(set(order)) != len(order):
         errors.append(("cascade.order", "a model is listed twice"))
-    served = {m.get("served_name") or m["id"] for m in site["models"]}
+    served = {inventory.served_name(m) for m in site["models"]}
     if cascade["model"] in served or cascade["model"] in models:
         errors.append(("cascade.model", f"{cascade['model']!r} is a real model's name; pick a name of its own"))
     if cascade.get("easy_fraction") is None:

@@ -243,7 +243,7 @@ MODEL = Field(
             choices=tuple(hf_config.QUANTIZATIONS),
             doc="with architecture: the checkpoint's precision when its config.json has no quantization_config",
         ),
-        "served_name": Field("str", doc="the model name clients send (default: the model's id)"),
+        "served_name": Field("str", doc="the model name clients send (default: the model's id); unique in the site"),
         "weights": Field(
             "str",
             choices=planner_inputs.WEIGHTS + tuple(planner_inputs.WEIGHT_ALIASES),
@@ -276,6 +276,12 @@ MODEL = Field(
         "hardware": MODEL_HARDWARE,
     },
 )
+
+
+def served_name(model: dict) -> str:
+    """The model name clients send for a models[] entry: its served_name, else its id."""
+    return model.get("served_name") or model["id"]
+
 
 PRIORITY_CLASS = Field(
     "dict",
@@ -635,6 +641,7 @@ SITE_FIELDS: dict[str, Field] = {
         "str",
         default="llm-serving",
         check=_user_namespace,
+        aliases=("namespace",),
         doc="the namespace the models are served in (not default, kube-* or openshift-*)",
         **dns_label(),
     ),
@@ -772,6 +779,13 @@ SITE_FIELDS: dict[str, Field] = {
         f"{ownership.ADOPT_DOC}: updated by a converge, never deleted by a teardown (everything else that exists "
         "and was not created by the site stops the converge before its first write)",
     ),
+    "accept_missed_slo": Field(
+        "bool",
+        default=False,
+        doc="true: a converge applies plans that miss their SLOs on the given hardware (the plan summary says so); "
+        "false (default): it stops before applying anything and says which model misses which SLO and how many GPUs "
+        "would meet it. A render (delivery render) is never stopped; plan.yml only prints the plan",
+    ),
     "same_cluster_as": Field(
         "list",
         elements=Field("str"),
@@ -796,6 +810,7 @@ SITE_ONLY = (
     "calibration",
     "sovereign_burst",
     "vllm_version",
+    "accept_missed_slo",
 )
 
 

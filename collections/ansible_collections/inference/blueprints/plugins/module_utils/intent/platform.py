@@ -28,6 +28,7 @@ import re
 from .. import ownership as ownership_mod
 from ..cluster_facts import SERVING_APIS
 from ..planner import data as catalog
+from . import preflight_needs
 from .schema import IMAGE_BY_DIGEST, SchemaError
 
 # Platform components in apply order (the network operator before the GPU operator: the GPU
@@ -1061,6 +1062,8 @@ class _Builder:
                 for e in self.intent["plans"]
             ),
             "allow_unobserved_gpus": "gpu_operator" in self.components,
+            # the claims and Secrets serving reads, and whose pods' GPUs are the site's (serving_preflight.py)
+            "serving": preflight_needs.serving_needs(self.intent),
         }
         for key, value in (pre["preflight_requirements"] or {}).items():
             if value is None:
@@ -1077,7 +1080,8 @@ class _Builder:
         DSCInitialization OpenShift AI's operator creates itself once installed (rhods-operator creates
         default-dsci unless told not to), when this site installs that operator; and an existing
         cluster-monitoring-config, which the autoscaling component merges its setting into by design (its other
-        settings kept, the object never deleted)."""
+        settings kept, the object never deleted); and the namespace that holds the claims of the site's pvc://
+        weights, which is there before the site and keeps data the site did not create."""
         derived, adopt = [], []
         ai = values.get("openshift_ai")
         rhods = next((o for o in self._operators if o["package"] == "rhods-operator"), None)
@@ -1086,6 +1090,10 @@ class _Builder:
         mon = (values.get("autoscaling") or {}).get("monitoring")
         if mon and self.cluster.monitoring_config():  # the cluster has one (an empty one reads as {})
             adopt.append(f"ConfigMap/{mon['namespace']}/{mon['name']}")
+        # the namespace of the claims of pvc:// weights: it exists before the site (the claim is staged into it
+        # first), and holds data the site did not create; the site serves into it and a teardown keeps it
+        for ns in sorted({c["namespace"] for c in preflight_needs.claims(self.intent)}):
+            adopt.append(f"Namespace/{ns}")
         return {"derived": derived, "adopt": adopt}
 
     # -------------------------------------------------------------- all of it

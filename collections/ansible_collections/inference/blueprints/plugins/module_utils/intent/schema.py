@@ -130,6 +130,7 @@ class Field:
     doc: str | Callable[[], str] = ""  # a callable is read when a message needs it (e.g. a catalog's list)
     secret: bool = False  # never echo the value in messages
     drop_unset: bool = False  # dict: leave out options that are not given (passed through to Kubernetes)
+    aliases: tuple = ()  # names users write for this one (namespace: serving_namespace): an error suggests this one
 
     def with_default(self, default: Any) -> Field:
         return Field(**{**self.__dict__, "default": default})
@@ -138,6 +139,8 @@ class Field:
 @dataclass
 class Validator:
     errors: list[tuple[str, str]] = field(default_factory=list)
+    # (key, path, valid options) -> a better message for an unknown key (a key of another level, an alias), or None
+    unknown_key: Callable[[Any, str, dict], str | None] | None = None
 
     def fail(self, path: str, msg: str) -> None:
         self.errors.append((path, msg))
@@ -279,9 +282,10 @@ class Validator:
         if rule.options is not None:
             for key in value:
                 if key not in rule.options:
+                    hint = self.unknown_key(key, path, rule.options) if self.unknown_key else None
                     self.fail(
                         join_path(path, key),
-                        f"unknown key{suggest(key, rule.options)}; valid keys: {', '.join(rule.options)}",
+                        hint or f"unknown key{suggest(key, rule.options)}; valid keys: {', '.join(rule.options)}",
                     )
             for key, sub in rule.options.items():
                 raw = value.get(key)
@@ -314,9 +318,10 @@ class Validator:
         return out
 
 
-def validate(value: Any, rule: Field, path: str = "", where: str = "") -> Any:
-    """Validate and normalise ``value``; raise :class:`SchemaError` listing every problem."""
-    v = Validator()
+def validate(value: Any, rule: Field, path: str = "", where: str = "", unknown_key=None) -> Any:
+    """Validate and normalise ``value``; raise :class:`SchemaError` listing every problem. ``unknown_key``: see
+    :class:`Validator`."""
+    v = Validator(unknown_key=unknown_key)
     out = v.run(value, rule, path)
     if v.errors:
         raise SchemaError(v.errors, where)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 
 from ..planner import data as catalog
-from . import burst, engine, escalation, grid, monitoring, platform, quantity, scheduler, summary
+from . import burst, engine, escalation, grid, inventory, monitoring, platform, quantity, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -379,7 +379,7 @@ class _Model:
         prefill = self.workload("prefill", autoscaled=False) if self.disaggregated else None
         nm = names(self.name, main["worker"] is not None, bool(prefill and prefill["worker"] is not None))
         sched_on = "inference_scheduler" in self.components
-        served = self.model.get("served_name") or self.model["id"]
+        served = inventory.served_name(self.model)
         annotations = {
             "inference.blueprints/model-id": self.model["id"],
             # the same words as the plan summary (summary.pool_text)

@@ -11,7 +11,6 @@ The site action plugin and the ``blueprints`` CLI both call these, with the same
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import hashlib
 import json
@@ -20,7 +19,7 @@ import os
 from ..planner import PlanError, plan
 from ..planner.inputs import plain
 from . import blueprint as bp_mod
-from . import inventory, own_model
+from . import inventory, keys, own_model
 from . import names as names_mod
 from .schema import MISSING, Field, SchemaError, unwritable_dir, validate
 
@@ -60,7 +59,7 @@ def _cache_dir() -> str:
     return os.path.join(base, "plans")
 
 
-def _cached_plan(inp: dict) -> dict:
+def cached_plan(inp: dict) -> dict:
     """plan(inp), memoised in this process and on disk (Ansible runs the site action in a fresh
     worker process per host: a fleet of identical sites plans once). Plans are pure functions of
     their inputs and the planner's code and catalogs, which the key includes."""
@@ -88,19 +87,58 @@ def _cached_plan(inp: dict) -> dict:
 
 
 def misspelled_variables(names, ignore=()) -> list[tuple[str, str]]:
-    """Errors for variables that are not ours but look like one of ours (a typo must not pass).
+    """Errors for variables that are not ours but look like one of ours (a typo must not pass): a key of the site
+    schema given at the top level instead of where it belongs (max_model_len), and a near miss of a site variable
+    or component option (edit distance, an abbreviation such as serving_ns, an alias such as namespace: keys.py).
 
-    Variables far from every known name are the user's own and are left alone.
+    Variables far from every known name are the user's own (inventories are shared) and are left alone.
     """
     known = inventory.all_variables()
     out = []
     for name in sorted(names):
         if name in known or name in ignore or name.startswith(FOREIGN_PREFIXES):
             continue
-        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-        if close:
-            out.append((name, f"unknown variable (did you mean {close[0]!r}?); nothing of this site reads {name!r}"))
+        wrong = keys.wrong_level_variable(name)
+        if wrong:
+            out.append((name, wrong))
+            continue
+        near = keys.near_miss(name, known)
+        if near:
+            out.append((name, f"unknown variable (did you mean {near!r}?); nothing of this site reads {name!r}"))
     return out
+
+
+def served_name_clashes(models: list[dict]) -> list[tuple[str, str]]:
+    """Errors for models of one cluster that clients would reach by the same name (served_name, else the id): the
+    router and the gateway route by that name and cannot tell them apart (every model of an AI grid's classes and
+    of a sovereign burst site is in the one models list)."""
+    first: dict[str, int] = {}
+    out = []
+    for j, model in enumerate(models):
+        name = inventory.served_name(model)
+        if name not in first:
+            first[name] = j
+            continue
+        i = first[name]
+
+        def how(k: int) -> str:
+            given = models[k].get("served_name")
+            return f"models[{k}].served_name" if given else f"models[{k}].id, its default served name"
+
+        out.append(
+            (
+                f"models[{j}].served_name",
+                f"{name!r} is the served name of both models[{i}] ({models[i]['name']}; {how(i)}) and models[{j}] "
+                f"({model['name']}; {how(j)}): the router and the gateway route by the model name clients send and "
+                "could not tell them apart; valid: a served_name of its own for each model",
+            )
+        )
+    return out
+
+
+def _refuse(errors: list, where: str) -> None:
+    if errors:
+        raise SchemaError(errors, where)
 
 
 def _pick(hostvars: dict, defaults: dict, key: str):
@@ -126,7 +164,7 @@ def _validated(values: dict, errors: list, where: str, inventory_dir: str | None
     raw_models = values.get("models") if isinstance(values.get("models"), list) else []
     errors = errors + own_model.model_errors(raw_models)  # a catalog id, or an own model with its artifact
     try:
-        resolved = validate(values, schema, where=where)
+        resolved = validate(values, schema, where=where, unknown_key=keys.unknown_key_hint)
     except SchemaError as e:
         raise SchemaError(errors + e.errors, where) from None
     errors += own_model.load(resolved["models"], inventory_dir)
@@ -174,6 +212,7 @@ def resolve(  # noqa: PLR0913 - one more: the run's inventory directories
     resolved = _validated({**site_in, **options_in}, errors, where, inventory_dir)
 
     site = {k: resolved[k] for k in inventory.SITE_FIELDS}
+    _refuse(served_name_clashes(site["models"]), where)
     site["host"] = host
     site["blueprint"] = blueprint["name"]
     site["blueprint_data"] = blueprint
@@ -296,7 +335,7 @@ def _unreachable_slo(site: dict, model: dict, index: int, result: dict) -> tuple
     inp["traffic"] = {**(result.get("traffic") or inp.get("traffic") or {}), "concurrent_sessions": 1}
     inp["traffic"]["arrival_rate_rps"] = 0.01
     try:
-        alone = _cached_plan(inp)
+        alone = cached_plan(inp)
     except PlanError:
         return None
     if (alone.get("latency") or {}).get("meets_slo") is not False:
@@ -322,7 +361,7 @@ def plan_models(site: dict) -> list[dict]:
     out, errors = [], []
     for i, model in enumerate(site["models"]):
         try:
-            result = _cached_plan(planner_inputs(site, model))
+            result = cached_plan(planner_inputs(site, model))
         except PlanError as e:
             errors.append((_field_path(e.field, i, model), e.message))
             continue

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from ..planner import report as plan_report
-from . import burst, placement
+from ..planner import units
+from . import burst, placement, slo_gate
 
 
 def pool_text(role: str, pool: dict) -> str:
@@ -56,12 +57,18 @@ def lines(intent: dict) -> list[str]:
         spec = (plan.get("speculative") or {}).get("method", "off")
         conn = (plan.get("kv_connector") or {}).get("name", "none")
         out.append(f"{model['name']}: speculative {spec}; KV connector {conn}")
-        out.extend(f"{model['name']}: {d['what']} = {d['choice']} | {d['why']}" for d in plan["decisions"])
+        out.extend(
+            f"{model['name']}: {d['what']} = {plan_report.decision_choice(d)} | {d['why']}" for d in plan["decisions"]
+        )
         out.extend(f"{model['name']}: WARNING {w}" for w in plan.get("warnings") or [])
-    out.extend(f"{d['model']}: {d['what']} = {d['choice']} | {d['why']}" for d in intent.get("decisions") or [])
+    out.extend(
+        f"{d['model']}: {d['what']} = {plan_report.decision_choice(d)} | {d['why']}"
+        for d in intent.get("decisions") or []
+    )
     out.extend(placement.lines(intent))
     out.extend(grid_lines(intent))
     out.extend(burst.summary_lines(intent))  # sovereign burst: sizing and warm-up budget
+    out.extend(slo_gate.summary_lines(intent))  # plans that miss their SLOs: stopped, rendered or accepted
     return out
 
 
@@ -70,9 +77,10 @@ def grid_lines(intent: dict) -> list[str]:
     rep = (intent.get("gateway") or {}).get("report")
     if not rep:
         return []
-    out = [f"grid: {rep['gpus']} GPUs, {rep['gpu_hour_cost']:g} GPU-hour cost units per hour"]
+    out = [f"grid: {rep['gpus']} GPUs, {rep['gpu_hour_cost']:g} {units.COST_PER_HOUR}"]
     out += [
-        f"grid class {c['model']}: {c['gpus']} GPUs, {c['cost_per_1k_requests']} per 1k requests | {c['why']}"
+        f"grid class {c['model']}: {c['gpus']} GPUs, {units.with_unit(c['cost_per_1k_requests'], units.COST)} per 1k "
+        f"requests | {c['why']}"
         for c in rep["classes"]
     ]
     out.append(
@@ -96,7 +104,8 @@ def site_markdown(intents: dict) -> str:
         rep = (intent.get("gateway") or {}).get("report")
         if not rep:
             continue
-        parts += [f"## {host}: AI grid", "", "| class | GPUs | cost per 1k requests | why |", "|---|---|---|---|"]
+        head = f"| class | GPUs | cost per 1k requests ({units.COST}) | why |"
+        parts += [f"## {host}: AI grid", "", head, "|---|---|---|---|"]
         parts += [f"| {c['model']} | {c['gpus']} | {c['cost_per_1k_requests']} | {c['why']} |" for c in rep["classes"]]
         parts += ["", "| tier | tenants | share of the GPU cost |", "|---|---|---|"]
         parts += [f"| {t['tier']} | {', '.join(t['tenants'])} | {t['share'] * 100:.1f}% |" for t in rep["tiers"]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import latency as lt
-from . import search
+from . import search, units
 from . import sizing as sz
 from .engine import GIB, EngineCtx
 from .kvtransfer import KVTransfer
@@ -130,7 +130,8 @@ QUEUEING = (
     "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the exact 0.95 point of their sum (TTFT log-normal"
     " through its p50 and p95, the wait 0 or exponential; integrated numerically). Replicas are the fewest whose TTFT "
     "p95 meets the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, "
-    "where TTFT and TPOT keep the same share of headroom. P/D: a decode pool the fewest replicas whose slots are free"
+    "where TTFT and TPOT keep the same share of headroom (policy batch_sizing: throughput keeps that largest batch); "
+    "the engine runs that max_num_seqs. P/D: a decode pool the fewest replicas whose slots are free"
     f" at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool "
     f"meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same "
     "way, TTFT p95 counting the wait for a decode slot"
@@ -179,11 +180,10 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
             "per_rank": doc,
             "efficiency": search.eff_source(s.eff, s.hw),
         }
-    slo = run.slo
-    ok = all(out.get(k) is not None for k in ("ttft_p95_ms", "tpot_p95_ms"))
-    out["meets_slo"] = bool(
-        ok and out["ttft_p95_ms"] <= slo["ttft_p95_ms"] + 1e-9 and out["tpot_p95_ms"] <= slo["tpot_p95_ms"] + 1e-9
-    )
+    missed = _missed(run, o, out)
+    out["meets_slo"] = not missed
+    if missed:
+        out["missed"] = missed  # which SLO, with its figure (slo_gate and the plan summary say it)
     out["calibrated"] = bool(s.eff.calibrated)
     out["queueing_model"] = QUEUEING
     out["tpot_definition"] = TPOT_DEF
@@ -192,6 +192,25 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
         if o.ctx.spec
         else None
     )
+    return out
+
+
+def _missed(run: Run, o: Outcome, lat: dict) -> list[str]:
+    """The SLOs the plan misses, each said with its figure (never a figure within its SLO): a latency over its SLO at
+    the planned load, or the traffic itself when no layout of the chosen pool carries it (the figures of a full rank
+    are then shown, but they are not the plan's load). Empty when the plan meets both."""
+    chosen = o.rates.disagg.decode if o.disagg else o.rates.serve.chosen
+    if chosen is not None and not chosen.ok and chosen.rejected:
+        return [chosen.rejected]  # why the chosen layout carries the traffic with no replica count the search tried
+    out = []
+    for key, what in (("ttft_p95_ms", "TTFT p95"), ("tpot_p95_ms", "TPOT p95")):
+        have, slo = lat.get(key), run.slo[key]
+        if have is None:
+            out.append(f"{what} unbounded (the queue does not drain), SLO {slo} ms")
+        elif have > slo + 1e-9:
+            out.append(f"{what} {have} ms, over its SLO of {slo} ms")
+    if not out and chosen is not None and not chosen.ok:
+        out.append(chosen.rejected or "the traffic: no replica count of the chosen layout carries it")
     return out
 
 
@@ -209,6 +228,9 @@ def _estimates_doc(o: Outcome) -> dict:
     ch = o.rates.serve.chosen
     full = ch.full
     return {
+        "describes": "the aggregated option, not deployed: the plan disaggregates (see pools, disaggregation_options)"
+        if o.disagg
+        else "the serve pool",
         "batch_per_rank_at_tpot": ch.batch,
         "batch_limited_by": ch.limit,
         "decode_step_ms_at_batch": r(full.t_decode * 1000, 2) if full else None,
@@ -332,6 +354,7 @@ def plan_document(run: Run, o: Outcome) -> dict:
             "seed_comparison": run.seed,
             "decisions": list(run.dec),
             "warnings": run.warnings,
+            "units": units.plan_units(),
         }
     )
     return out

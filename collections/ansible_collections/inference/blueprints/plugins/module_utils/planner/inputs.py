@@ -89,6 +89,7 @@ POLICY_ENUMS = {
     "speculative": ("auto", "off", "mtp", "eagle3", "ngram"),
     "kv_offload": ("none", "dram", "nvme"),
     "kv_connector": ("auto", "nixl", "lmcache", "mooncake", "none"),
+    "batch_sizing": ("balanced", "throughput"),
 }
 POLICY_BOOLS = (
     "tool_calling_heavy",
@@ -242,7 +243,7 @@ def _check_fractions(merged: dict) -> None:
 def _check_policy_values(merged: dict) -> None:
     for k, valid in POLICY_ENUMS.items():
         if merged[k] is False:  # YAML 1.1 reads a bare `off` / `no` as false
-            merged[k] = next(v for v in ("off", "never", "none") if v in valid)
+            merged[k] = next((v for v in ("off", "never", "none") if v in valid), False)
         _choice(f"policy.{k}", merged[k], valid)
     for k in POLICY_BOOLS:
         if not isinstance(merged[k], bool):

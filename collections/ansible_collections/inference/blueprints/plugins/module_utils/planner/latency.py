@@ -404,6 +404,7 @@ class Point:
     e2e: float
     stable: bool
     slots: SlotWait | None = None  # open traffic: the wait for a free sequence slot, already in TTFT and E2E
+    kind: str = "serve"  # serve | prefill (a P/D prefill rank: no decodes) | decode (a P/D decode rank: no prefill)
 
     def doc(self) -> dict:
         def ms(x: float):
@@ -431,7 +432,25 @@ class Point:
             "e2e_s": None if math.isinf(self.e2e) else round(self.e2e, 3),
         }
         out.update(slots)
+        if self.kind in NOT_APPLICABLE:  # what a P/D pool does not do has no figure (null), and the plan says why
+            keys, why = NOT_APPLICABLE[self.kind]
+            out.update(dict.fromkeys(keys))
+            out["not_applicable"] = why
         return out
+
+
+# The figures a P/D pool's rank has none of, and why (issue 36: no 0.0 placeholders).
+NOT_APPLICABLE = {
+    "prefill": (
+        ("tpot_p50_ms", "tpot_p95_ms", "decode_step_ms", "mixed_step_share", "sequences_per_rank"),
+        "a P/D prefill engine decodes no tokens: TPOT, decode steps and decoding sequences are the decode pool's",
+    ),
+    "decode": (
+        ("ttft_p50_ms", "ttft_p95_ms", "ttft_mean_ms", "mixed_step_ms", "mixed_step_share", "prefill_utilization"),
+        "a P/D decode engine prefills nothing: TTFT is the prefill pool's (the plan's latency adds the wait for a "
+        "decode slot)",
+    ),
+}
 
 
 @dataclass
@@ -605,14 +624,14 @@ def decode_only(em: EngineModel, b: float, w: Workload) -> Point:
     b = max(b, 1.0)
     t = em.step(b, 0.0, ctx)
     out_steps = max(1.0, w.output_mean - 1)
-    return Point(b, b / (out_steps * t), t, t, 0.0, 0.0, 0.0, 0.0, 0.0, t, t, out_steps * t, True)
+    return Point(b, b / (out_steps * t), t, t, 0.0, 0.0, 0.0, 0.0, 0.0, t, t, out_steps * t, True, kind="decode")
 
 
 def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, util: float = 0.9) -> Point:
     """A P/D prefill rank: prompts batched up to the token budget, no decodes; TTFT adds the KV transfer."""
     pf = prefill_plan(em, 0.0, w, lam, util)
     p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(0.0, lam, 0.0, transfer_s))
-    return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, rho < 1)
+    return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, rho < 1, kind="prefill")
 
 
 def max_batch(fn, slo_s: float, cap: int) -> tuple[int, object]:

@@ -19,15 +19,17 @@ from .structs import Pools, PoolSpec, Rates, Run, r
 
 
 def _max_num_seqs(run: Run, ps: PoolSpec) -> int:
-    """max_num_seqs per DP rank: the policy's value, else the batch the TPOT target allows (decode/serve) or
-    vLLM's 256 (prefill); always capped at what the KV pool holds at the mean context, so hybrid models never
-    exceed their Mamba blocks (vLLM refuses to start otherwise)."""
+    """max_num_seqs per DP rank. A serve or decode engine runs the batch the layout search sized (its TPOT p95 meets
+    the SLO when the rank is full; the policy's number and the KV pool only ever lowered it, search._batch_cap): vLLM
+    admits up to --max-num-seqs sequences, so a larger number would break the TPOT every figure of the plan promises.
+    When the search sized none (even one sequence misses TPOT; the plan warns), one. A prefill engine decodes nothing:
+    the policy's number, else vLLM's 256. Always capped at what the KV pool holds at the mean context, so hybrid
+    models never exceed their Mamba blocks (vLLM refuses to start otherwise)."""
     t, pol = run.traffic, run.pol
     prefill = ps.role == "prefill"
     dcp = 1 if prefill else ps.lay.dcp
-    batch = None if prefill else ps.batch
     cap = sz.max_sequences(ps.mem["blocks"], t["prompt_tokens_mean"] + t["output_tokens_mean"], ps.mem["geom"], dcp)
-    want = pol["max_num_seqs"] or (int(batch) if batch else 256)
+    want = (pol["max_num_seqs"] or 256) if prefill else int(ps.batch or 1)
     return max(1, min(want, cap))
 
 
@@ -116,13 +118,12 @@ def _deployed(run: Run, dis, lam: float) -> tuple[int, int]:
     if p_reps < p.replicas or d_reps < d.replicas:
         dem = search.demand(run)
         dis.deployed = (search.prefill_at(p, dem, lam, p_reps), search.decode_at(d, dem, lam, d_reps))
-        dl = dis.deployed[1].doc()
-        pl = dis.deployed[0].doc()
+        ttft, busy = dis.deployed[0].doc()["ttft_p95_ms"], dis.deployed[1].doc().get("slot_utilization")
         run.warnings.append(
             f"the traffic needs {p.gpus} prefill + {d.gpus} decode GPUs ({p.gpus + d.gpus}); the hardware gives "
             f"{p_reps * p.world} + {d_reps * d.world}, all of them are planned and the SLOs are missed at the planned "
-            f"load (prefill TTFT p95 {pl.get('ttft_p95_ms') or 'unbounded'} ms, decode slots "
-            f"{dl.get('slot_utilization')} busy)"
+            f"load (prefill TTFT p95 {'unbounded' if ttft is None else f'{ttft} ms'}, decode slots "
+            f"{'offered more than they hold' if busy is None else f'{busy * 100:.0f} % busy'})"
         )
     return p_reps, d_reps
 

@@ -12,6 +12,8 @@ import os
 import re
 from xml.sax.saxutils import escape
 
+from . import units
+
 COLORS = {"weights": "#4e79a7", "kv": "#59a14f", "overhead": "#f28e2b", "reserved": "#bab0ac"}
 
 
@@ -189,7 +191,10 @@ def _offload(off: dict | None) -> str:
 def _option_cell(opt: dict | None, key: str) -> str:
     if not opt or opt.get("rejected"):
         return (opt or {}).get("rejected", "not sized")
-    return str(opt.get(key, ""))
+    value = opt.get(key)
+    return (
+        "n/a (no arrival rate)" if value is None and key == "cost_per_million_tokens" else units.with_unit(value, None)
+    )
 
 
 def _pd_md(plan: dict) -> list[str]:
@@ -199,7 +204,11 @@ def _pd_md(plan: dict) -> list[str]:
         return []
     agg, dis = opts.get("aggregated"), opts.get("disaggregated")
     rows = []
-    keys = (("GPUs", "gpus"), ("cost / hour", "cost_per_hour"), ("cost / M tokens", "cost_per_million_tokens"))
+    keys = (
+        ("GPUs", "gpus"),
+        (f"cost ({units.COST_PER_HOUR})", "cost_per_hour"),
+        (f"cost ({units.COST_PER_MTOK})", "cost_per_million_tokens"),
+    )
     for label, key in keys:
         rows.append([label, _option_cell(agg, key), _option_cell(dis, key)])
     if agg and agg.get("serve"):
@@ -215,13 +224,8 @@ def _pd_md(plan: dict) -> list[str]:
                 f"(P:D {dis['prefill_to_decode_gpus']})",
             ]
         )
-    for metric in ("ttft_p95_ms", "tpot_p95_ms"):
-        a = ((agg or {}).get("serve") or {}).get("latency") or {}
-        if dis and dis.get("prefill"):
-            d = (dis["prefill"] if metric.startswith("ttft") else dis["decode"])["latency"] or {}
-        else:
-            d = {}
-        rows.append([metric, a.get(metric, ""), d.get(metric, "")])
+    for label, metric in (("TTFT p95 (ms)", "ttft_p95_ms"), ("TPOT p95 (ms)", "tpot_p95_ms")):
+        rows.append([label, _option_cell(agg, metric), _option_cell(dis, metric)])
     out = ["", "### Aggregated vs disaggregated (modelled, at the SLOs)", ""]
     out.append(_table(["", "aggregated", "disaggregated"], rows))
     out += ["", f"Choice: **{opts.get('choice')}**: {opts.get('why', '')}"]
@@ -249,6 +253,42 @@ def _slots_md(lat: dict) -> list[str]:
     ]
 
 
+def _figure(c: dict, value, key: str) -> str:
+    """A candidate's figure: the value, blank for a layout that was not sized (its row says why), or n/a with the
+    reason for what its pool does not do (a P/D prefill pool decodes nothing, a decode pool prefills nothing)."""
+    if value is not None:
+        return str(value)
+    if c.get("rejected") or not c.get("latency"):
+        return ""
+    return f"n/a ({c['role']} pool)" if key in NA_FIGURES.get(c["role"], ()) else "n/a"
+
+
+NA_FIGURES = {"prefill": ("batch_per_rank", "tpot_p95_ms"), "decode": ("ttft_p95_ms",)}
+
+
+def _candidates_md(cands: list[dict]) -> list[str]:
+    if not cands:
+        return []
+    rows = []
+    for c in cands:
+        lay, lat = c["layout"], c.get("latency") or {}
+        rows.append(
+            [
+                f"TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} EP={lay['ep']}",
+                c.get("gpus_needed") or "",
+                _figure(c, c.get("batch_per_rank"), "batch_per_rank"),
+                _figure(c, lat.get("ttft_p95_ms"), "ttft_p95_ms"),
+                _figure(c, lat.get("tpot_p95_ms"), "tpot_p95_ms"),
+                c.get("cost_per_hour", ""),
+                ("chosen: " if c.get("chosen") else "") + c.get("why", ""),
+            ]
+        )
+    head = ["layout", "GPUs", "batch (sequences per DP rank)", "TTFT p95 (ms)", "TPOT p95 (ms)"]
+    head += [f"cost ({units.COST_PER_HOUR})", "why"]
+    notes = sorted({(c.get("latency") or {}).get("not_applicable") for c in cands} - {None})
+    return ["", "### Layout candidates", "", _table(head, rows)] + [f"\nn/a: {n}." for n in notes]
+
+
 def _latency_md(plan: dict) -> list[str]:
     lat = plan.get("latency") or {}
     if not lat:
@@ -266,24 +306,7 @@ def _latency_md(plan: dict) -> list[str]:
     )
     out += _slots_md(lat)
     out += ["", f"Queueing: {lat.get('queueing_model')}", "", f"Efficiencies: {lat.get('efficiency')}"]
-    cands = plan.get("layout_candidates") or []
-    if cands:
-        out += ["", "### Layout candidates", ""]
-        rows = []
-        for c in cands:
-            lay = c["layout"]
-            lt = c.get("latency") or {}
-            rows.append(
-                [
-                    f"TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} EP={lay['ep']}",
-                    c.get("gpus_needed") or "",
-                    c.get("batch_per_rank") or "",
-                    lt.get("ttft_p95_ms", ""),
-                    lt.get("tpot_p95_ms", ""),
-                    ("chosen: " if c.get("chosen") else "") + c.get("why", ""),
-                ]
-            )
-        out.append(_table(["layout", "GPUs", "batch/rank", "TTFT p95", "TPOT p95", "why"], rows))
+    out += _candidates_md(plan.get("layout_candidates") or [])
     spare = plan.get("spare_gpus") or {}
     if spare:
         out += ["", f"Spare GPUs: {spare.get('count')} ({spare.get('why')})"]
@@ -342,7 +365,15 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
     out += ["", "### KV cache", ""]
     out.append(
         _table(
-            ["dtype", "bytes/token (model)", "bytes/token/GPU", "block size", "blocks", "tokens", "vLLM log tokens"],
+            [
+                "dtype",
+                "bytes/token (model)",
+                "bytes/token/GPU",
+                "block size (tokens)",
+                "blocks",
+                "tokens",
+                "vLLM log tokens",
+            ],
             [
                 [
                     kv["dtype"],
@@ -359,7 +390,7 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
         )
     )
     out += ["", "Max concurrent sequences per engine:", ""]
-    out.append(_table(["context", "sequences"], [[c, n] for c, n in kv["max_concurrency"].items()]))
+    out.append(_table(["context (tokens)", "sequences"], [[c, n] for c, n in kv["max_concurrency"].items()]))
     out += ["", "### Pools", ""]
     prow = []
     for role, p in _pools(plan):
@@ -376,16 +407,35 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
             ]
         )
     out.append(
-        _table(["pool", "GPU", "replicas", "GPUs/replica", "GPUs", "required GPUs", "layout", "max_num_seqs"], prow)
+        _table(
+            [
+                "pool",
+                "GPU",
+                "replicas",
+                "GPUs/replica",
+                "GPUs",
+                "required GPUs",
+                "layout",
+                "max_num_seqs (per DP rank)",
+            ],
+            prow,
+        )
     )
     if images and images.get("pools"):
         out += ["", f"![pool sizes]({images['pools']})"]
     out += _latency_md(plan)
     est, eff = plan["estimates"], plan["efficiency"]
     out += ["", "### Estimates (step-latency model)", ""]
-    out.append(_table(["factor", "value"], [[k, v] for k, v in eff.items()] + [[k, v] for k, v in est.items()]))
+    out.append(
+        _table(
+            ["factor", "value", "unit"],
+            [[k, _unset(k, v), units.of(k) or ""] for k, v in [*eff.items(), *est.items()]],
+        )
+    )
     out += ["", "### Decisions", ""]
-    out.append(_table(["what", "choice", "why"], [[d["what"], d["choice"], d["why"]] for d in plan["decisions"]]))
+    out.append(
+        _table(["what", "choice", "why"], [[d["what"], decision_choice(d), d["why"]] for d in plan["decisions"]])
+    )
     if plan["seed_comparison"]:
         out += ["", "### Where the seed article and vLLM's arithmetic differ", ""]
         out.append(
@@ -410,6 +460,31 @@ def to_markdown(plan: dict, title: str | None = None, images: dict | None = None
             "",
         ]
     return "\n".join(out) + "\n"
+
+
+UNSET = {
+    "prefill_mfu": "not set (the measured efficiencies)",
+    "decode_mbu": "not set (the measured efficiencies)",
+    "moe_compute": "n/a (dense model)",
+    "moe_bandwidth": "n/a (dense model)",
+    "moe_fit": "n/a (dense model)",
+}
+
+
+def _unset(key: str, value):
+    """An estimate or efficiency figure as printed: a missing one says why."""
+    return UNSET.get(key, "n/a") if value is None else value
+
+
+def decision_choice(d: dict) -> str:
+    """A decision's choice as printed: with its unit when it is a number that has one ("1 rank", "4 ranks")."""
+    unit = d.get("unit")
+    if not unit:
+        return str(d["choice"])
+    head, _sep, rest = unit.partition(" ")
+    if d["choice"] == 1 and head.endswith("s"):
+        unit = head[:-1] + (" " + rest if rest else "")
+    return f"{d['choice']} {unit}"
 
 
 def _slug(s: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
-from . import perf
+from . import perf, units
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
@@ -442,15 +442,37 @@ def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
     hw_engines = max(1, hw.total // lay.world)
     reps = _smallest(ok, math.ceil(ranks0 / lay.dp - 1e-9), max(4 * hw_engines, 64))
     if reps is None:
-        idle = lt.aggregated(em, 1.0, dem.work, 1e-9)
-        cand.rejected = (
-            f"TTFT p95 {_ms(idle.ttft_p95)} ms with no queue (SLO {run.slo['ttft_p95_ms']} ms): the prefill of a "
-            f"p95 prompt ({int(dem.work.prompt_p95)} tokens) alone is too slow on {lay.world} GPU(s)"
-        )
+        most = max(4 * hw_engines, 64)
+        cand.rejected = _serve_miss(sz_, lay, em, _agg_at(em, dem, most * lay.dp, b, full), most)
         return cand
     cand.replicas, cand.gpus, cand.engine = reps, reps * lay.world, em
     cand.load = _agg_at(em, dem, reps * lay.dp, b, full)
     return cand
+
+
+def _serve_miss(sz_: Sizer, lay: Layout, em: lt.EngineModel, p: lt.Point, most: int) -> str:
+    """Why no replica count up to ``most`` engines (``p``: a rank's latency at that many) meets the SLOs, naming
+    the SLO actually missed: the prefill of a p95 prompt alone is too slow only when its TTFT with no queue is above
+    the SLO; otherwise the traffic needs more engines than the search tries (the queue does not drain, or TTFT/TPOT
+    p95 under that load are over their SLOs)."""
+    run, dem = sz_.run, sz_.dem
+    slo = run.slo
+    idle = lt.aggregated(em, 1.0, dem.work, 1e-9)
+    if idle.ttft_p95 * 1000 > slo["ttft_p95_ms"] + 1e-9:
+        return (
+            f"TTFT p95 {_ms(idle.ttft_p95)} ms with no queue, over its SLO of {slo['ttft_p95_ms']} ms: the prefill "
+            f"of a p95 prompt ({int(dem.work.prompt_p95)} tokens) alone is too slow on {lay.world} GPU(s)"
+        )
+    engines = f"{most} engine(s) of {lay.world} GPU(s) ({most * lay.world} GPUs)"
+    at = f"at {engines}"
+    if not p.stable or math.isinf(p.ttft_p95):
+        what = f"{dem.lam:g} req/s" if dem.open else f"{dem.sessions} concurrent sessions"
+        return f"throughput: even {engines} do not carry {what} (the queue does not drain)"
+    if p.tpot_p95 * 1000 > slo["tpot_p95_ms"] + 1e-9:
+        return f"TPOT p95 {_ms(p.tpot_p95)} ms {at}, over its SLO of {slo['tpot_p95_ms']} ms"
+    if p.ttft_p95 * 1000 > slo["ttft_p95_ms"] + 1e-9:
+        return f"TTFT p95 {_ms(p.ttft_p95)} ms under the load {at}, over its SLO of {slo['ttft_p95_ms']} ms"
+    return f"capacity: {dem.sessions} concurrent sessions need more sequence slots than {at} hold"
 
 
 def settle_batch(sz_: Sizer, cand: Candidate) -> None:
@@ -630,7 +652,7 @@ def search_serve(run: Run, c: EngineCtx, hw: Hardware) -> Search | None:
         sized = [x for x in servable if x.full is not None] or servable
         chosen = min(sized, key=lambda x: x.full.tpot_p95 if x.full else 1e9)
         within = False
-    elif within:
+    elif within and run.pol["batch_sizing"] == "balanced":
         settle_batch(sizer, chosen)
     s = Search(chosen, cands, hw, eff, eff_why, within)
     s._slo = run.slo
@@ -717,11 +739,28 @@ def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candid
 
     reps = _smallest(ok, 1, 256)
     if reps is None:
-        cand.rejected = f"TTFT p95 {_ms(at(256).ttft_p95)} ms with no queue (SLO {run.slo['ttft_p95_ms']} ms)"
+        cand.rejected = _prefill_miss(run, dem, lay, at(256), 256)
         return cand
     cand.replicas, cand.gpus, cand.load = reps, reps * lay.world, at(reps)
     cand.batch = 0
     return cand
+
+
+def _prefill_miss(run: Run, dem: Demand, lay: Layout, p: lt.Point, most: int) -> str:
+    """Why no prefill replica count up to ``most`` meets TTFT: the SLO actually missed, never a figure under it."""
+    at = f"at {most} prefill engine(s) of {lay.world} GPU(s)"
+    slo = run.slo["ttft_p95_ms"]
+    if not p.stable or math.isinf(p.ttft_p95):
+        return (
+            f"throughput: even {most} prefill engine(s) of {lay.world} GPU(s) do not keep up with the prompts (the "
+            "queue does not drain)"
+        )
+    if p.ttft_p95 * 1000 > slo + 1e-9:
+        return f"TTFT p95 {_ms(p.ttft_p95)} ms {at}, over its SLO of {slo} ms"
+    return (
+        f"TTFT p95 {_ms(p.ttft_p95)} ms {at} is within its SLO of {slo} ms, but the engines are {p.rho * 100:.0f} % "
+        f"busy (target utilization {dem.util * 100:.0f} %) or the prompts waiting for a decode slot miss it"
+    )
 
 
 @dataclass
@@ -786,7 +825,7 @@ class Disagg:
                 elif best is not None:
                     more = (cand.gpus - best.gpus) * hw.gpu["cost_class"]
                     d["why"] = (
-                        f"costs {r(more, 2)}/h more than {best.label()} for the traffic"
+                        f"costs {r(more, 2)} {units.COST_PER_HOUR} more than {best.label()} for the traffic"
                         if more > 0
                         else f"the pair with it costs more or fits the hardware less well than with {best.label()}"
                     )
@@ -854,7 +893,7 @@ def search_disagg(run: Run, ctxs: tuple, hws: tuple, lam: float) -> Disagg:
             if best is None or key < best[0]:
                 best = (key, p, d, cost, fits)
     _key, p, d, cost, fits = best
-    if fits:
+    if fits and run.pol["batch_sizing"] == "balanced":
         settle_decode(dsz, d, p, lam)
     out.prefill, out.decode, out.cost, out.within_hw = p, d, cost, fits
     out.transfer_s = _transfer(psz, p.lay, same_node, dem.work.prompt_mean)

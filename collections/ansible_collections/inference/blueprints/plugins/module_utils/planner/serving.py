@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from . import search
+from . import latency as lt
+from . import search, units
 from . import sizing as sz
 from .engine import EngineCtx, decode_ctx, decode_sessions, engine_memory, prefill_rate, valid_tps
 from .errors import PlanError
@@ -187,14 +188,33 @@ def _per_mtok(cost: float, rates: Rates, out_tokens: float) -> float | None:
     return cost * 1e6 / tokens_h if tokens_h > 0 else None
 
 
+def _option_latency(cands: list) -> dict:
+    """An option's TTFT p95 and TPOT p95 at the traffic as the plan's latency reports them: the serve pool's, or the
+    P/D prefill pool's TTFT with the wait for a decode slot (queueing.with_wait_p95) and the decode pool's TPOT."""
+    loads = [c.load for c in cands]
+    if not all(loads):
+        return {"ttft_p95_ms": None, "tpot_p95_ms": None}
+    if len(loads) == 1:
+        doc = loads[0].doc()
+        return {"ttft_p95_ms": doc["ttft_p95_ms"], "tpot_p95_ms": doc["tpot_p95_ms"]}
+    p, d = loads
+    ttft = p.ttft_p95 if d.slots is None else lt.with_wait_p95(p.ttft_p50, p.ttft_p95, d.slots)
+    return {
+        "ttft_p95_ms": None if math.isinf(ttft) else r(ttft * 1000, 1),
+        "tpot_p95_ms": d.doc()["tpot_p95_ms"],
+    }
+
+
 def _option_doc(cands: list, hw_cost: list, rates: Rates, out_tokens: float, transfer: float | None = None) -> dict:
     gpus = sum(c.gpus for c in cands)
     cost = sum(c.gpus * k for c, k in zip(cands, hw_cost, strict=True))
+    per_mtok = _per_mtok(cost, rates, out_tokens)
     d = {
         "gpus": gpus,
         "cost_per_hour": r(cost, 2),
-        "cost_per_million_tokens": r(_per_mtok(cost, rates, out_tokens) or 0, 3),
+        "cost_per_million_tokens": r(per_mtok, 3) if per_mtok is not None else None,
     }
+    d.update(_option_latency(cands))
     for c in cands:
         d[c.role] = {
             "gpu_layout": c.label(),
@@ -218,7 +238,8 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
     agg_cost = ch.gpus * c_main if agg_ok else math.inf
     doc = {
         "margin": margin,
-        "cost_unit": "cost_class x GPU-hours (H100 = 1.0); per million output tokens at the planned arrival rate",
+        "cost_unit": f"{units.COST}: cost_class x GPU-hours (H100 = 1.0); cost_per_hour in {units.COST_PER_HOUR}, "
+        f"cost_per_million_tokens in {units.COST_PER_MTOK} at the planned arrival rate",
         "aggregated": _option_doc([ch], [c_main], rates, out_tokens) if agg_ok else {"rejected": ch.rejected},
     }
     if dis.prefill is None:
@@ -235,10 +256,9 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
     doc["disaggregated"] = ddoc
     agg_fits = agg_ok and s.within_hw
     both = (
-        f"cost per token at the SLOs: aggregated {ch.gpus} x {run.gpu['id']} ({r(agg_cost, 2)}/h) vs P/D "
-        f"{dis.prefill.gpus} prefill + "
-        f"{dis.decode.gpus} decode ({r(dis.cost, 2)}/h; P:D {dis.prefill.gpus}:{dis.decode.gpus} from modelled "
-        f"prefill and decode throughput)"
+        f"cost per token at the SLOs: aggregated {ch.gpus} x {run.gpu['id']} ({r(agg_cost, 2)} {units.COST_PER_HOUR})"
+        f" vs P/D {dis.prefill.gpus} prefill + {dis.decode.gpus} decode ({r(dis.cost, 2)} {units.COST_PER_HOUR}; P:D "
+        f"{dis.prefill.gpus}:{dis.decode.gpus} from modelled prefill and decode throughput)"
     )
     if agg_fits and not dis.within_hw:
         return False, f"stay aggregated: the P/D pools do not fit the hardware; {both}", doc

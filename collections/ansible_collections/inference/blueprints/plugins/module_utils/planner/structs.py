@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from . import compat, data
+from . import compat, data, units
 
 
 def r(x: float, n: int = 2) -> float:
@@ -22,10 +22,14 @@ def num(x: float):
 
 
 class Decisions(list):
-    """The plan's decisions, each {what, choice, why}."""
+    """The plan's decisions, each {what, choice, why}, and ``unit`` when the choice is a number with one."""
 
     def add(self, what: str, choice, why: str) -> None:
-        self.append({"what": what, "choice": choice, "why": why})
+        d = {"what": what, "choice": choice, "why": why}
+        unit = units.of_decision(what, choice)
+        if unit:
+            d["unit"] = unit
+        self.append(d)
 
 
 @dataclass

@@ -103,7 +103,8 @@ def plan_row(plan: dict) -> dict:
     return {
         "gpus_needed": est.get("gpus_needed"),
         "replicas": (main or {}).get("replicas"),
-        "batch_per_rank": est.get("batch_per_rank_at_tpot"),
+        # the main pool's engine batch (a P/D plan's estimates are of the aggregated option it did not deploy)
+        "batch_per_rank": (main or {}).get("max_num_seqs") or est.get("batch_per_rank_at_tpot"),
         "ttft_p95_ms": lat.get("ttft_p95_ms"),
         "tpot_p95_ms": lat.get("tpot_p95_ms"),
         "efficiency": "calibrated" if lat.get("calibrated") else "catalog",

@@ -1,0 +1,163 @@
+"""Waits that report the cause as soon as it is known (module_utils/wait_causes.py, k8s_wait's loop; issue 33 item 2).
+
+The pods behind a waited workload are read while waiting: a cause waiting does not resolve ends the wait early,
+naming the pod and the reason (an admission refusal or an invalid image at once; Unschedulable, a failing pull or
+a crash loop after the grace period); a timeout names the first blocking cause. Pods and events are shaped like
+the API's (the scheduler's condition message, the kubelet's waiting reasons, a ReplicaSet's FailedCreate).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.inference.blueprints.plugins.module_utils import k8s_wait
+from ansible_collections.inference.blueprints.plugins.module_utils import wait_causes as wc
+
+LLMISVC = {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService", "namespace": "llm-rag"}
+SPECS = [{**LLMISVC, "name": "qwen-rag", "condition": "Ready"}, {**LLMISVC, "name": "qwen", "condition": "Ready"}]
+NO_PVC = '0/5 nodes are available: persistentvolumeclaim "models-qwen3-6-27b" not found. preemption: 0/5 nodes'
+
+
+def pod(name, phase="Pending", *, unschedulable=None, waiting=None, ready=False):
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if unschedulable:
+        conditions.append(
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+        )
+    statuses = []
+    if waiting:
+        reason, message = waiting
+        statuses.append(
+            {
+                "name": "main",
+                "restartCount": 4,
+                "state": {"waiting": {"reason": reason, "message": message}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}} if reason == "CrashLoopBackOff" else {},
+            }
+        )
+    return {
+        "metadata": {"namespace": "llm-rag", "name": name},
+        "status": {"phase": phase, "conditions": conditions, "containerStatuses": statuses},
+    }
+
+
+def event(uid, kind, name, reason, message):
+    return {
+        "metadata": {"uid": uid, "resourceVersion": "1"},
+        "involvedObject": {"kind": kind, "namespace": "llm-rag", "name": name},
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+    }
+
+
+def test_pods_belong_to_the_waited_object_whose_name_starts_theirs():
+    names = ["qwen-rag", "qwen", ""]
+    assert wc.owner("qwen-rag-kserve-7d9f-abcde", names) == 0
+    assert wc.owner("qwen-kserve-router-scheduler-5c-xyz", names) == 1
+    assert wc.owner("qwen-rag", names) == 0 and wc.owner("other-1", names) is None
+
+
+def test_unschedulable_names_the_pod_and_the_scheduler_and_fails_after_the_grace():
+    state = {"grace": 30}
+    pods = [pod("qwen-rag-kserve-abc-1", unschedulable=NO_PVC), pod("qwen-rag-kserve-abc-2", "Running", ready=True)]
+    first = wc.diagnose(SPECS, pods, [], state, now=100.0)
+    assert first["fatal"] == [] and first["progress"][0] == (1, 2, {"Pending": 1, "Running": 1})
+    (cause,) = first["causes"]
+    assert wc.describe(cause) == f"pod llm-rag/qwen-rag-kserve-abc-1: Unschedulable: {NO_PVC}"
+    later = wc.diagnose(SPECS, pods, [], state, now=131.0)
+    assert [c["where"] for c in later["fatal"]] == ["pod llm-rag/qwen-rag-kserve-abc-1"] and later["fatal"][0][
+        "age"
+    ] == 31
+
+
+def test_a_cause_that_went_away_starts_its_grace_anew():
+    state = {"grace": 30}
+    stuck = [pod("qwen-rag-kserve-abc-1", unschedulable="0/5 nodes are available: 2 Insufficient nvidia.com/gpu")]
+    wc.diagnose(SPECS, stuck, [], state, now=0.0)
+    wc.diagnose(SPECS, [pod("qwen-rag-kserve-abc-1", "Running")], [], state, now=20.0)
+    assert wc.diagnose(SPECS, stuck, [], state, now=40.0)["fatal"] == []
+
+
+def test_an_invalid_image_fails_at_once_and_a_crash_loop_after_the_grace():
+    state = {"grace": 60}
+    pods = [
+        pod("qwen-kserve-1", waiting=("InvalidImageName", 'couldn\'t parse image name "vllm:"')),
+        pod("qwen-rag-kserve-1", "Running", waiting=("CrashLoopBackOff", "back-off 40s restarting failed container")),
+    ]
+    diag = wc.diagnose(SPECS, pods, [], state, now=0.0)
+    assert [(c["spec"], c["reason"]) for c in diag["fatal"]] == [(1, "InvalidImageName")]
+    crash = next(c for c in diag["causes"] if c["reason"] == "CrashLoopBackOff")
+    assert wc.describe(crash) == (
+        "pod llm-rag/qwen-rag-kserve-1 container main: CrashLoopBackOff: last exit code 1 (Error), 4 restarts"
+    )
+    assert [c["reason"] for c in wc.diagnose(SPECS, pods, [], state, now=61.0)["fatal"]] == [
+        "InvalidImageName",
+        "CrashLoopBackOff",
+    ]
+
+
+def test_an_admission_refusal_fails_at_once_but_not_an_older_runs_event():
+    refused = 'pods "qwen-rag-kserve-abc-" is forbidden: admission webhook "gpu.policy.example" denied the request'
+    old = event("e1", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", refused)
+    state = {"grace": 60}
+    assert wc.diagnose(SPECS, [], [old], state, now=0.0)["fatal"] == []  # there before the wait: not this run's
+    again = {**old, "metadata": {"uid": "e1", "resourceVersion": "2"}}  # the controller retried: the same refusal
+    (cause,) = wc.diagnose(SPECS, [], [again], state, now=5.0)["fatal"]
+    assert cause["reason"] == "FailedCreate (refused)" and cause["spec"] == 0
+    assert cause["where"] == "ReplicaSet llm-rag/qwen-rag-kserve-abc" and "denied the request" in cause["message"]
+
+
+def test_progress_lines_count_ready_pods_per_object():
+    diag = wc.diagnose(
+        SPECS, [pod("qwen-rag-kserve-1", unschedulable=NO_PVC), pod("qwen-kserve-1", "Running")], [], {}, now=0.0
+    )
+    lines = wc.progress_lines(SPECS, [0, 1], diag, k8s_wait.spec_ref)
+    assert lines[0].startswith(
+        "LLMInferenceService llm-rag/qwen-rag (serving.kserve.io/v1alpha2): 0/1 pods ready (1 Pending); "
+        "pod llm-rag/qwen-rag-kserve-1: Unschedulable"
+    )
+    assert lines[1] == "LLMInferenceService llm-rag/qwen (serving.kserve.io/v1alpha2): 0/1 pods ready (1 Running)"
+
+
+class FakeClient:
+    """What k8s_wait.wait reads: the waited objects (never ready here), and the namespace's pods and events."""
+
+    def __init__(self, pods, events=()):
+        self.pods, self.events = pods, list(events)
+
+    def resource(self, api_version, kind, refresh_after=None):
+        return (api_version, kind)
+
+    def get(self, resource, name, namespace, timeout=None):
+        return {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ProgressDeadlineExceeded"}]}}
+
+    def request(self, method, path, query=None, **_kw):
+        return {"items": self.pods if path.endswith("/pods") else self.events}
+
+
+def test_the_wait_stops_early_naming_the_pod_and_a_timeout_names_the_first_cause(monkeypatch):
+    monkeypatch.setattr(k8s_wait, "DIAGNOSE_EVERY", 0.0)
+    stuck = FakeClient([pod("qwen-rag-kserve-abc-1", unschedulable=NO_PVC)])
+    out = k8s_wait.wait(stuck, SPECS[:1], timeout=30, sleep=0.05, grace=0.2)
+    assert out["failed"] and out["elapsed"] < 5, out
+    assert out["msg"].startswith("stopped waiting after "), out["msg"]
+    assert f"pod llm-rag/qwen-rag-kserve-abc-1: Unschedulable: {NO_PVC}" in out["msg"]
+    assert "LLMInferenceService llm-rag/qwen-rag" in out["msg"]
+    timed_out = k8s_wait.wait(stuck, SPECS[:1], timeout=1, sleep=0.05, grace=60)
+    assert timed_out["msg"].startswith(
+        f"timed out after 1 s: first blocking cause: pod llm-rag/qwen-rag-kserve-abc-1: Unschedulable: {NO_PVC}; "
+        "LLMInferenceService llm-rag/qwen-rag (serving.kserve.io/v1alpha2): waited for condition Ready=True"
+    ), timed_out["msg"]
+
+
+def test_progress_lines_reach_the_reporter_during_the_wait(monkeypatch):
+    monkeypatch.setattr(k8s_wait, "DIAGNOSE_EVERY", 0.0)
+    monkeypatch.setattr(k8s_wait, "PROGRESS_EVERY", 0.0)
+    lines: list = []
+    with k8s_wait.reporting(lines.append):
+        k8s_wait.wait(FakeClient([pod("qwen-rag-kserve-abc-1", "Running")]), SPECS[:1], timeout=1, sleep=0.1)
+    assert (
+        lines
+        and lines[0].startswith("waiting ")
+        and "LLMInferenceService llm-rag/qwen-rag (serving.kserve.io/v1alpha2): 0/1 pods ready" in lines[0]
+    )
+    assert k8s_wait.PROGRESS is None
