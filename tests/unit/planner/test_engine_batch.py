@@ -43,7 +43,7 @@ def _site_plans(site: str, monkeypatch) -> list[tuple[dict, dict]]:
         seen.append((copy.deepcopy(inp), p))
         return p
 
-    monkeypatch.setattr(site_mod, "_cached_plan", record)
+    monkeypatch.setattr(site_mod, "cached_plan", record)
     cli.site_intents(str(ROOT / "inventories" / site), None)
     assert seen, site
     return seen
