@@ -102,7 +102,7 @@ def lookup(obj, path):
 
 def _put(obj: dict, path: str, value) -> dict:
     """``obj`` with ``path`` set to ``value`` (None: removed); nested mappings copied on the way."""
-    head, _, rest = path.partition(".")
+    head, _sep, rest = path.partition(".")
     out = dict(obj)
     if not rest:
         if value is None:

@@ -48,7 +48,7 @@ options:
       - Fail when a cluster that applies (delivery C(apply) or C(gitops)) has a plan that misses its SLOs on the
         given hardware and its site does not set C(accept_missed_slo=true); the message names the model, the SLO
         missed and the GPUs that would meet it (C(blueprints converge) exits 6).
-      - V(false) (default) only says the misses in O(summary). The stages that apply stop on them anyway, before
+      - V(false) (default) only says the misses in RV(summary). The stages that apply stop on them anyway, before
         anything is applied, where they compute the intent (preflight, the serving apply, the GitOps tree); the
         playbooks that plan, verify, compare or remove (plan, verify, drift, teardown) are never stopped by them.
     type: bool

@@ -105,7 +105,7 @@ def near_miss(name: str, valid, cutoff: float | None = 0.8) -> str | None:
 
 def _fill(place: str, here: str) -> str:
     """``models[].traffic.x`` said for ``models[2]``: ``models[2].traffic.x`` (the indices of where it was given)."""
-    head, _, rest = here.partition("[")
+    head, _sep, rest = here.partition("[")
     if place.startswith(head + "[]") and rest:
         return f"{head}[{rest.split(']', 1)[0]}]{place[len(head) + 2 :]}"
     return place

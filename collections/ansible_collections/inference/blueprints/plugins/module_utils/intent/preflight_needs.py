@@ -32,7 +32,7 @@ def claims(intent: dict) -> list[dict]:
         uri = m.get("uri") or ""
         if not uri.startswith(PVC_SCHEME):
             continue
-        name, _, path = uri[len(PVC_SCHEME) :].partition("/")
+        name, _sep, path = uri[len(PVC_SCHEME) :].partition("/")
         weights = float((plans.get(m["name"]) or {}).get("weights", {}).get("total_gib") or 0)
         entry = out.setdefault(
             (ns, name), {"namespace": ns, "name": name, "weights_gib": 0.0, "pods": 0, "models": [], "paths": []}

@@ -54,7 +54,7 @@ def gpus_that_meet(site: dict, model: dict, p: dict, plan_fn) -> dict | None:
     if inp.get("decode_gpu"):
         return None
     gpn, nodes = int(inp.get("gpus_per_node") or 1), int(inp.get("nodes") or 1)
-    for _ in range(_ATTEMPTS):
+    for _attempt in range(_ATTEMPTS):
         need = _needed(p)
         grow = math.ceil(need / gpn) if need > nodes * gpn else nodes * 4
         nodes = max(grow, nodes + 1)
