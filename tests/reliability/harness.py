@@ -282,6 +282,23 @@ def stage_artifacts(plane, inventory: Path, cluster: str | None = None) -> list[
     return staged
 
 
+def unstage_claims(plane, staged: list[str]) -> None:
+    """Delete the claims stage_artifacts made (``namespace/claim`` each) and wait until they are gone: they are the
+    storage team's, so a teardown keeps the namespace that holds them."""
+    for item in staged:
+        ns, claim = item.split("/", 1)
+        path = f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}"
+        with contextlib.suppress(Exception):  # gone already
+            plane.call("DELETE", path)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            try:
+                plane.call("GET", path)
+            except Exception:  # noqa: BLE001 - 404: gone
+                break
+            time.sleep(0.2)
+
+
 def remove_staged_volumes(plane, staged: list[str]) -> None:
     """The volumes stage_artifacts made (``namespace/claim`` each; their claims went with the site's
     namespace at teardown), so that the next test's object count does not hold them."""

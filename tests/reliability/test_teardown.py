@@ -27,6 +27,7 @@ from tests.reliability.harness import (
     quiet_total,
     remove_staged_volumes,
     stage_artifacts,
+    unstage_claims,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -135,7 +136,7 @@ def remove_access(plane) -> list[str]:
 
 
 @pytest.mark.parametrize(("site", "cluster"), SITES, ids=[f"{s}-{c}" if c else s for s, c in SITES])
-def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(site, cluster, plane, tmp_path):
+def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(site, cluster, plane, tmp_path):  # noqa: PLR0915
     census = plane.census
     limit = ["--limit", cluster] if cluster else []
     inventory = copy_inventory(site, tmp_path)
@@ -175,6 +176,9 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
         clean = ansible_playbook(PLAYBOOKS / "drift.yml", inventory, env=env, extravars=extra, args=limit)
         assert clean.rc == 0, f"drift left after drift_fix ({drifted}):\n" + clean.error_text()[:3000]
 
+        # the staged claims are the storage team's, not the site's: a teardown keeps a namespace that holds them
+        # (issue 31), so the test takes back what it staged before it checks that nothing is left
+        unstage_claims(plane, staged)
         first = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env, args=limit)
         assert first.rc == 0, first.error_text()[:3000]
         labelled = census.objects(LABEL_MANAGED_BY)
