@@ -158,6 +158,7 @@ def test_a_converge_prunes_what_the_plan_dropped_and_drift_reports_it_first(clus
     namespaces.append(ns)
     second = copy.deepcopy(MODEL)
     second["name"] = "qwen-batch-b"
+    second["served_name"] = "qwen-batch-b"  # two models may not share the name clients send (issue 31 item 9)
     _ok(_run(cluster, "serving.yml", ns, models=[MODEL, second]))
     assert _get(cluster, "keda.sh/v1alpha1", "ScaledObject", "qwen-batch-b-scaler", ns) is not None
 
