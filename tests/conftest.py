@@ -67,6 +67,24 @@ for _mod in pkgutil.walk_packages(_plugin_utils.__path__, _plugin_utils.__name__
     importlib.import_module(_mod.name)
 
 _DEATHS_SEEN = pytest.StashKey[int]()
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Seconds per test file (setup, call and teardown), for the summary below."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where a session's time goes, file by file: make test's budget is decided by these figures (the slowest
+    single tests alone do not show a file of many medium ones)."""
+    if not _FILE_SECONDS:
+        return
+    total = sum(_FILE_SECONDS.values())
+    terminalreporter.section(f"seconds per test file ({total:.0f} s in tests)")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:40]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:5.1f} %  {path}")
 
 
 @pytest.hookimpl(tryfirst=True)
