@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 EXEMPT = {"Lease", "Event"}
+KUBECTL = Path(os.environ.get("KCP_CACHE", Path(__file__).resolve().parents[1] / ".cache")) / "bin" / "kubectl"
 ANNOTATION = "inference.blueprints/created-by"
 
 
@@ -83,12 +86,15 @@ def check(kubectl: list[str], namespaces: list[str], site: str | None, seconds: 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kubeconfig", required=True)
-    ap.add_argument("--kubectl", default="kubectl")
+    ap.add_argument("--kubectl", default=str(KUBECTL))
+    ap.add_argument("--context", default="", help="the kubeconfig's context (default: its current one)")
     ap.add_argument("--namespace", action="append", required=True)
     ap.add_argument("--site")
     ap.add_argument("--seconds", type=float, default=60)
     args = ap.parse_args(argv)
-    problems = check([args.kubectl, f"--kubeconfig={args.kubeconfig}"], args.namespace, args.site, args.seconds)
+    context = [f"--context={args.context}"] if args.context else []
+    kubectl = [args.kubectl, f"--kubeconfig={args.kubeconfig}", *context]
+    problems = check(kubectl, args.namespace, args.site, args.seconds)
     print("\n".join(problems) or f"quiet for {args.seconds:.0f} s")
     return 1 if problems else 0
 
