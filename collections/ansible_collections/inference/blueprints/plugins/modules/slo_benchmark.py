@@ -51,7 +51,7 @@ options:
     default: false
   probes:
     description:
-      - The C(endpoints) list of M(inference.blueprints.k8s_endpoints) (each model's C(name) and C(url)): the
+      - The C(endpoints) list of M(inference.blueprints.k8s_endpoints) (each model's C(name) and C(url)), the
         addresses the commands for a model that was not measured are made of.
     type: list
     elements: dict
