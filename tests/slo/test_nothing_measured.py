@@ -33,7 +33,9 @@ def test_verify_asked_to_measure_fails_when_it_measured_nothing_and_says_how(tmp
     run = _verify(tmp_path)
     assert run.rc != 0, "measuring nothing passed"
     msg = run.failure_messages()
-    assert "for qwen-edge: nothing measured. Measure from inside the cluster" in msg, msg
+    assert (
+        "for qwen-edge: nothing measured. How to measure it (from inside the cluster, or through a port-forward)" in msg
+    ), msg
     assert "port-forward" in msg and "verify_slo_endpoints" in msg and "verify_slo_require=false" in msg, msg
     res = next(r[4] for r in run.failures() if r[2] == "inference.blueprints.slo_benchmark")
     assert res["nothing_measured"] is True

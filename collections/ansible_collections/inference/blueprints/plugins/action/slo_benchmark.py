@@ -119,7 +119,7 @@ class ActionModule(intents_mod.IntentAction):
         if args["require"]:
             result.update(
                 failed=True,
-                msg=f"{msg}. Measure from inside the cluster: "
+                msg=f"{msg}. How to measure it (from inside the cluster, or through a port-forward): "
                 + "; ".join(how)
                 + " (or -e verify_slo_require=false to verify readiness only)",
             )
