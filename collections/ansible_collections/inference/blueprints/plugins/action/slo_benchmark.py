@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.schema import SchemaError
-from ansible_collections.inference.blueprints.plugins.module_utils.slo import calib, report
+from ansible_collections.inference.blueprints.plugins.module_utils.slo import calib, inside, report
 from ansible_collections.inference.blueprints.plugins.module_utils.slo import spec as slo_spec
 from ansible_collections.inference.blueprints.plugins.plugin_utils import intents as intents_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils.slo import bench
@@ -19,6 +19,9 @@ ARGUMENT_SPEC = {
     "report_dir": {"type": "path"},
     "calibrate": {"type": "bool", "default": True},
     "inventory_dir": {"type": "path"},
+    # measuring nothing fails the task (verify.yml asked for a measurement); the probes say how to measure instead
+    "require": {"type": "bool", "default": False},
+    "probes": {"type": "list", "elements": "dict", "default": []},
 }
 
 
@@ -59,10 +62,7 @@ class ActionModule(intents_mod.IntentAction):
             return result
         result["not_benchmarked"] = skipped
         if not models:
-            result.update(
-                skipped=True, msg=f"no endpoint reachable from here for {', '.join(skipped)}: nothing measured"
-            )
-            return result
+            return self._nothing_measured(result, intent, args, skipped)
         directory = args["report_dir"] or os.path.join(intent["site"]["report_dir"], "slo", host)
         # the engine each model's endpoint runs: its version against the plan's, and the calibration's KV blocks
         engines = {m["model"]: bench.engine_facts(m["runs"][0]["endpoints"][0]) for m in models}
@@ -108,6 +108,23 @@ class ActionModule(intents_mod.IntentAction):
             result["msg"] = f"{len(models)} model(s) within their SLOs (report: {written['markdown']})"
         if warnings:  # Ansible prints each as a warning
             result["warnings"] = [*result.get("warnings", []), *warnings]
+        return result
+
+    @staticmethod
+    def _nothing_measured(result: dict, intent: dict, args: dict, skipped: list[str]) -> dict:
+        """No endpoint was reachable: say how to measure each model; fail when a measurement was asked for."""
+        how = inside.hints(args["probes"], intent["serving"]["namespace"], skipped)
+        msg = f"no endpoint reachable from here for {', '.join(skipped)}: nothing measured"
+        result.update(how_to_measure=how, nothing_measured=True)
+        if args["require"]:
+            result.update(
+                failed=True,
+                msg=f"{msg}. How to measure it (from inside the cluster, or through a port-forward): "
+                + "; ".join(how)
+                + " (or -e verify_slo_require=false to verify readiness only)",
+            )
+        else:
+            result.update(skipped=True, msg=f"{msg}; to measure: " + "; ".join(how))
         return result
 
     def _calibrate(  # noqa: PLR0913 - the run's pieces, each read once

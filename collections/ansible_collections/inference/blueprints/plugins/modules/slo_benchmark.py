@@ -43,6 +43,19 @@ options:
   inventory_dir:
     description: The inventory directory (default the host's C(inventory_dir)).
     type: path
+  require:
+    description:
+      - Fail when no model was measured (no endpoint reachable from here), with the commands that measure
+        each model from inside the cluster; otherwise the task is skipped and says the same.
+    type: bool
+    default: false
+  probes:
+    description:
+      - The C(endpoints) list of M(inference.blueprints.k8s_endpoints) (each model's C(name) and C(url)), the
+        addresses the commands for a model that was not measured are made of.
+    type: list
+    elements: dict
+    default: []
 notes:
   - Check mode sends no load.
 """
@@ -69,6 +82,15 @@ models:
   description: Per model its figures (TTFT/TPOT percentiles and the pool they come from) and goodput.
   returned: when a model was benchmarked
   type: dict
+nothing_measured:
+  description: True when no model was measured.
+  returned: when no model was measured
+  type: bool
+how_to_measure:
+  description: Per model not measured, the commands that measure it from inside the cluster (port-forward, a pod).
+  returned: when no model was measured
+  type: list
+  elements: str
 calibration:
   description: The calibration file written, its new entries and the plan before and after.
   returned: when calibrate is true and a figure was measured
@@ -86,6 +108,8 @@ def main():
             "report_dir": {"type": "path"},
             "calibrate": {"type": "bool", "default": True},
             "inventory_dir": {"type": "path"},
+            "require": {"type": "bool", "default": False},
+            "probes": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )

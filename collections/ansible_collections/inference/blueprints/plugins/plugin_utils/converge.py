@@ -14,7 +14,8 @@ playbooks); 3 the inventory is invalid (nothing was read from or written to a cl
 cluster lacks what the plan needs, or two hosts reach one cluster (preflight; nothing was applied);
 5 a cluster could not be read (kubeconfig, URL, credentials, network; nothing was applied);
 6 a plan misses its SLOs on the given hardware and the site does not set accept_missed_slo (nothing was
-applied); 130 interrupted.
+applied); 7 verify was asked to measure (its own stage, or verify.yml) and no endpoint was reachable from
+here: nothing measured (the message names the commands that measure from inside the cluster); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INVALID, EXIT_PREFLIGHT, EXIT_UNREACHABLE
     0, 1, 2, 3, 4, 5, 130
 )  # fmt: skip
 EXIT_MISSED_SLO = 6
+EXIT_NOTHING_MEASURED = 7
 EXIT_CODES = {
     EXIT_OK: "converged",
     EXIT_FAILED: "a task failed",
@@ -46,6 +48,8 @@ EXIT_CODES = {
     "nothing was applied",
     EXIT_MISSED_SLO: "a plan misses its SLOs on the given hardware (the message says which and how many GPUs would "
     "meet them; accept_missed_slo: true applies it anyway); nothing was applied",
+    EXIT_NOTHING_MEASURED: "verify was asked to measure and no endpoint was reachable from here: nothing measured "
+    "(the message names the commands that measure from inside the cluster)",
     EXIT_INTERRUPTED: "interrupted",
 }
 SITE_ACTION = "inference.blueprints.site"
@@ -234,6 +238,8 @@ class Tracker:
             action = data.get("resolved_action") or data.get("task_action") or ""
             if res.get("missed_slo"):
                 self.exit_hint = EXIT_MISSED_SLO
+            elif res.get("nothing_measured"):
+                self.exit_hint = EXIT_NOTHING_MEASURED
             elif action in (SITE_ACTION, "site"):
                 self.exit_hint = EXIT_INVALID
             elif action in (PREFLIGHT_ACTION, "cluster_facts") and "unmet" not in res:

@@ -1,0 +1,99 @@
+"""Faults under the real llm-d router (issue 33 item 4; figures in docs/reliability.md, "Faults of a running
+site"): the example RAG site's model behind its rendered scheduler config, over two llm-d-inference-sim engines
+slow enough that requests are in flight when the fault comes.
+
+1. an engine is killed (SIGKILL, a crash) with requests in flight: those it held fail; new requests are
+   counted until the router stops sending any to it (first while its pod still says Ready, as until a
+   kubelet notices, then with the pod gone, as once the ReplicaSet replaced it);
+2. the endpoint picker is restarted: requests sent while it is down fail (no routing decision), and the
+   seconds until it routes again are measured.
+
+Each prints its figures as a ``FIGURE`` line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from .conftest import routed_models
+from .harness import DataPlane, clean_workdir
+from .traffic import CHAT_PATH, chat_body
+
+SITE = "example-rag"
+# ~2 s per request (30 tokens at 60 ms): several in flight on each engine when the fault comes
+SLOW_ENGINE = ["--time-to-first-token", "50ms", "--inter-token-latency", "60ms", "--max-num-seqs", "16"]
+
+
+def _model():
+    return next((m, objs) for _host, m, objs in routed_models(SITE) if not m["disaggregated"])
+
+
+async def _ask(gw, model: dict, i: int) -> tuple[int, str | None]:
+    try:
+        reply = await gw.post(CHAT_PATH, chat_body(model["served_name"], "fault test", f"question {i}", max_tokens=30))
+        return reply.status, reply.endpoint
+    except Exception:  # noqa: BLE001 - a failed request is what is counted
+        return 0, None
+
+
+async def _until_clean(dp, model: dict, avoid: str | None, seconds: float) -> tuple[int, float | None]:
+    """(requests failed, seconds until 6 requests in a row succeeded and none went to ``avoid``)."""
+    failed, good, t0 = 0, 0, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        try:
+            async with dp.gateway() as gw:
+                status, endpoint = await _ask(gw, model, good)
+        except Exception:  # noqa: BLE001 - the channel itself could not be opened: the EPP is down
+            status, endpoint = 0, None
+        if status == 200 and endpoint != avoid:
+            good += 1
+            if good == 6:
+                return failed, time.monotonic() - t0
+        else:
+            failed, good = failed + 1, 0
+            await asyncio.sleep(0.2)
+    return failed, None
+
+
+def test_engine_killed_with_requests_in_flight_and_the_picker_restarted(dp_cluster, tmp_path_factory):
+    model, objects = _model()
+    work = clean_workdir(tmp_path_factory.mktemp("router-faults"))
+    with DataPlane(dp_cluster, work, model, objects, {"both": 2}, sim_args=SLOW_ENGINE) as dp:
+        victim = dp.endpoints[0]
+
+        async def engine_killed():
+            async with dp.gateway() as gw:
+                flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
+                await asyncio.sleep(0.8)
+                for p in victim.procs:
+                    p.popen.kill()
+                done = await asyncio.gather(*flight)
+            in_flight_failed = sum(1 for status, _ in done if status != 200)
+            ready_pod = await _until_clean(dp, model, victim.address, 20)
+            dp._core().delete_namespaced_pod(victim.pod, dp.namespace, grace_period_seconds=0)
+            dp.endpoints.remove(victim)
+            gone_pod = await _until_clean(dp, model, victim.address, 60)
+            return in_flight_failed, ready_pod, gone_pod
+
+        in_flight_failed, ready_pod, gone_pod = asyncio.run(engine_killed())
+        assert 0 < in_flight_failed < 12, f"{in_flight_failed} of 12: the crash should fail only what it held"
+        assert gone_pod[1] is not None, f"the router kept failing requests once the pod was gone: {gone_pod}"
+        print(
+            f"FIGURE engine-killed: {in_flight_failed} of 12 in-flight requests failed (those on it); "
+            f"pod still Ready: {ready_pod[0]} new requests failed, clean after "
+            f"{'%.1f s' % ready_pod[1] if ready_pod[1] is not None else 'not within 20 s'}; "
+            f"pod gone: {gone_pod[0]} failed, clean after {gone_pod[1]:.1f} s"
+        )
+
+        t0 = time.monotonic()
+        dp.epp.stop()
+        dp.procs.remove(dp.epp)
+        down = asyncio.run(_until_clean(dp, model, None, 1.5))
+        dp._start_epp()
+        back = asyncio.run(_until_clean(dp, model, None, 60))
+        assert back[1] is not None, f"the restarted picker does not route: {back}"
+        print(
+            f"FIGURE picker-restart: {down[0]} requests failed while it was down; routing again "
+            f"{time.monotonic() - t0:.1f} s after the stop ({back[0]} more failed while it started)"
+        )
