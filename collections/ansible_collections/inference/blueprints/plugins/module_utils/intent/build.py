@@ -15,7 +15,7 @@ import os
 from .. import ownership
 from ..planner.inputs import plain
 from ..slo import spec as slo_spec
-from . import burst, gitops, grid, inventory, platform, serving, slo_gate
+from . import burst, gitops, grid, inventory, platform, serving, slo_gate, traffic_paths
 from . import site as site_mod
 
 INTENT_VERSION = 1
@@ -122,6 +122,8 @@ def build(site: dict, plans: list[dict]) -> dict:
     # the newest APIs; the preflight step binds it to what the cluster serves
     intent["platform"] = platform.build(intent)
     intent["stages"]["platform"] = intent["platform"]["components"]
+    # the NetworkPolicies that admit exactly the paths serving needs, from every front door (intent/traffic_paths.py)
+    intent["serving"]["network_policies"] = traffic_paths.network_policies(intent)
     intent["gitops"] = gitops.build(site, intent)
     # verify's SLO benchmark bounds and the canary's gates (slo/spec.py, docs/verify.md)
     intent["verify"] = slo_spec.intent_section(site, intent)
