@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_pin
+from . import burst_pin, limits
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -103,6 +103,16 @@ def _set_objective(name: str | None) -> list[dict]:
     ]
 
 
+def _timeouts(plans: list[dict], models: list[str], queue_s: float, floor, attempts: int = 1) -> dict:
+    """An HTTPRoute rule's timeouts: each attempt waits for the classes' p95 answer after the queue
+    (intent/limits.py, at least the site's burst_routing_request_timeout), the request for every attempt."""
+    t = limits.timeout(plans, models, queue_s, floor=floor)
+    out = {"request": f"{t['seconds'] * attempts}s"}
+    if attempts > 1:
+        out["backendRequest"] = t["duration"]
+    return out
+
+
 # ------------------------------------------------------------------------------------------ the sovereign's
 def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict]) -> dict:
     """The sovereign cluster's front door: everything burst_routing renders there, pin checked."""
@@ -127,7 +137,8 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
         )
     host_filter = backend_name(site, "backend-host")
     objectives = _objectives(intent)
-    timeouts = {"request": opts["burst_routing_request_timeout"]}
+    plans, floor = intent["plans"], opts["burst_routing_request_timeout"]
+    regulated_wait = float(opts["burst_routing_regulated_queue_seconds"])
     on_prem = set(served.get(sov["name"]) or [])
     rules, spill = [], []
     for model in sorted({n for c in classes for n in c["models"]}):
@@ -152,7 +163,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
                         }
                     ],
                     "backendRefs": ([_ref(onprem["name"])] if model in on_prem else []) + [_ref(t) for t in targets],
-                    "timeouts": timeouts,
+                    "timeouts": _timeouts(plans, [model], float(opts["burst_routing_spill_queue_seconds"]), floor, 2),
                 }
             )
         if model in on_prem:
@@ -164,7 +175,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
                     "matches": [{"path": path}],
                     "filters": _set_objective(regulated),
                     "backendRefs": [_ref(onprem["name"])],
-                    "timeouts": timeouts,
+                    "timeouts": _timeouts(plans, [model], regulated_wait, floor),
                 }
             )
     # everything else (other paths): on-prem only
@@ -173,7 +184,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             "name": "onprem",
             "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
             "backendRefs": [_ref(onprem["name"])],
-            "timeouts": timeouts,
+            "timeouts": _timeouts(plans, sorted(on_prem), regulated_wait, floor),
         }
     )
     for r in rules:
@@ -203,7 +214,10 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
         "client": {
             "name": route,
             "strip": list(SCHEDULER_HEADERS),
-            "buffer_limit": opts["burst_routing_retry_buffer"],
+            # what a retry replays and a route holds: every class's p95 prompt, at least the site's retry buffer
+            "buffer": limits.buffer(
+                plans, sorted({n for c in classes for n in c["models"]}), opts["burst_routing_retry_buffer"]
+            ),
         },
         "spill": {
             "name": backend_name(site, "spill"),
@@ -236,7 +250,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
 
 
 # ------------------------------------------------------------------------------------------ a burst cluster's
-def ingress(site: dict, out: dict, me: dict) -> dict:
+def ingress(site: dict, intent: dict, out: dict, me: dict) -> dict:
     """A burst cluster's side of the path: the TLS listener the sovereign front door reaches (its hostname and
     certificate, a Secret by reference) and a route that takes burstable classes only, to the cluster's own
     inference gateway. A regulated or unclassified request that reaches it anyway finds no route (404)."""
@@ -257,7 +271,12 @@ def ingress(site: dict, out: dict, me: dict) -> dict:
                 "name": f"burst-{model}"[:63],
                 "matches": [{"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names],
                 "backendRefs": [_ref(local["name"])],
-                "timeouts": {"request": opts["burst_routing_request_timeout"]},
+                "timeouts": _timeouts(
+                    intent["plans"],
+                    [model],
+                    float(opts["burst_routing_spill_queue_seconds"]),
+                    opts["burst_routing_request_timeout"],
+                ),
             }
         )
     return {
