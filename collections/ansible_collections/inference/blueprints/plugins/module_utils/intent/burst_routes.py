@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_pin, limits
+from . import burst_pin, inventory, limits, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -45,16 +45,13 @@ MAX_MATCHES = 64  # HTTPRouteRule matches MaxItems
 # What the on-prem side answers when it will not serve a burstable request now: 429 when the flow-control
 # band is full, 503 when it expired in the queue (or the on-prem gateway has no healthy upstream).
 SPILL_STATUSES = (429, 503)
-# Headers the endpoint picker reads: set by the front door, never taken from a client (llm-d-router v0.9.0
-# pkg/epp/metadata/consts.go; the x-gateway-* names are the deprecated aliases).
-SCHEDULER_HEADERS = (
-    "x-llm-d-inference-objective",
-    "x-gateway-inference-objective",
-    "x-llm-d-inference-fairness-id",
-    "x-llm-d-model-name-rewrite",
-    "x-gateway-model-name-rewrite",
-)
-OBJECTIVE_HEADER = SCHEDULER_HEADERS[0]
+# Headers the endpoint picker reads: set by the front door, never taken from a client (intent/scheduler.py).
+SCHEDULER_HEADERS = scheduler.ROUTER_HEADERS
+OBJECTIVE_HEADER = scheduler.OBJECTIVE_HEADER
+# KServe's route of a model also matches /publishers/<namespace>/models/<model name>/v1/... and /v1/... with this
+# header naming publishers/<namespace>/models/<model name> (kserve config-llm-router-route.yaml; configmap.go
+# DefaultModelBasedRoutingHeaderName): the front door classifies those requests too.
+KSERVE_MODEL_HEADER = "x-gateway-model-name"
 
 
 def backend_name(site: dict, suffix: str) -> str:
@@ -93,6 +90,28 @@ def _objectives(intent: dict) -> dict[str, tuple[str, str]]:
         if len(objs) >= 2 and objs[0]["priority"] > objs[-1]["priority"]:
             out[m["name"]] = (objs[0]["name"], objs[-1]["name"])
     return out
+
+
+def _kserve_matches(site: dict, ns: str, model: str) -> list[dict]:
+    """Every way a request names a model on KServe's route: its path, its publisher path, /v1 with the model
+    header (kserve config-llm-router-route.yaml)."""
+    m = next((x for x in site["models"] if x["name"] == model), None)
+    served = inventory.served_name(m) if m else model
+    publisher = f"publishers/{ns}/models/{served}"
+    return [
+        {"path": {"type": "PathPrefix", "value": f"/{ns}/{model}/"}},
+        {"path": {"type": "PathPrefix", "value": f"/{publisher}/"}},
+        {"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_exact(KSERVE_MODEL_HEADER, publisher)]},
+    ]
+
+
+def _exact(name: str, value: str) -> dict:
+    return {"type": "Exact", "name": name, "value": value}
+
+
+def _of_class(matches: list[dict], header: str, names: list[str]) -> list[dict]:
+    """The matches narrowed to requests of the named classes."""
+    return [{**m, "headers": [*m.get("headers", []), _exact(header, c)]} for c in names for m in matches]
 
 
 def _set_objective(name: str | None) -> list[dict]:
@@ -144,7 +163,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
     for model in sorted({n for c in classes for n in c["models"]}):
         targets = [by_cluster[b["name"]] for b in bursts if model in served.get(b["name"], [])]
         names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
-        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
+        forms = _kserve_matches(site, ns, model)
         regulated, low = objectives.get(model, (None, None))
         if targets and names:
             rule = f"burst-{model}"[:63]
@@ -152,9 +171,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             rules.append(
                 {
                     "name": rule,
-                    "matches": [
-                        {"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names
-                    ],
+                    "matches": _of_class(forms, header, names),
                     "filters": _set_objective(low)
                     + [
                         {
@@ -172,7 +189,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             rules.append(
                 {
                     "name": f"onprem-{model}"[:63],
-                    "matches": [{"path": path}],
+                    "matches": forms,
                     "filters": _set_objective(regulated),
                     "backendRefs": [_ref(onprem["name"])],
                     "timeouts": _timeouts(plans, [model], regulated_wait, floor),
@@ -265,11 +282,10 @@ def ingress(site: dict, intent: dict, out: dict, me: dict) -> dict:
         names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
         if not names:
             continue
-        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
         rules.append(
             {
                 "name": f"burst-{model}"[:63],
-                "matches": [{"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names],
+                "matches": _of_class(_kserve_matches(site, ns, model), header, names),
                 "backendRefs": [_ref(local["name"])],
                 "timeouts": _timeouts(
                     intent["plans"],

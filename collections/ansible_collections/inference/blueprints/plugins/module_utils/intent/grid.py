@@ -38,13 +38,7 @@ COMPONENT = "ai_gateway"
 MODEL_HEADER = "x-ai-eg-model"
 FAIRNESS_HEADER = "x-llm-d-inference-fairness-id"
 # Headers a client must never set itself: identity, tier and every header the scheduler reads.
-SCHEDULER_HEADERS = (
-    scheduler.OBJECTIVE_HEADER,
-    "x-gateway-inference-objective",  # the router's deprecated alias (llm-d-router v0.9.0 pkg/epp/metadata)
-    FAIRNESS_HEADER,
-    "x-llm-d-model-name-rewrite",
-    MODEL_HEADER,
-)
+SCHEDULER_HEADERS = (*scheduler.ROUTER_HEADERS, MODEL_HEADER)
 COST_NAMESPACE = "io.envoy.ai_gateway"
 COST_KEY = "llm_total_token"
 MAX_ROUTE_RULES = 15  # AIGatewayRoute spec.rules MaxItems (v1beta1)
