@@ -188,6 +188,67 @@ def _cases(n: dict) -> dict[str, dict]:
             "spec": {"type": "DynamicResolver"},
         },
         "an ExternalName Service": _ext_service("to-burst"),
+        **_exit_cases(n),
+    }
+
+
+def _policy(kind: str, n: dict, spec: dict) -> dict:
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": f"side-{kind.lower()}", "namespace": NS},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": n["gateway"]}],
+            **spec,
+        },
+    }
+
+
+def _redirect(rules: list[dict], host: str) -> None:
+    rule = _onprem_rule(rules)
+    rule.pop("backendRefs")  # a redirecting rule has no backends (Gateway API)
+    rule.pop("timeouts", None)
+    rule["filters"] = [{"type": "RequestRedirect", "requestRedirect": {"hostname": host, "statusCode": 307}}]
+
+
+def _exit_cases(n: dict) -> dict[str, dict]:
+    """Issue 35 item 2: the exits without a route backendRef (intent/burst_pin_exits.py)."""
+    burst = n["burst"]
+    host = n["backends"][burst]["spec"]["endpoints"][0]["fqdn"]["hostname"]
+    to_burst = [{**_ref(burst), "port": 443}]
+    return {
+        "a RequestRedirect of the regulated rule to the burst host": _edit(n, lambda rules: _redirect(rules, host)),
+        "an extProc of the front door at the burst Backend, with the body": _policy(
+            "EnvoyExtensionPolicy",
+            n,
+            {"extProc": [{"backendRefs": to_burst, "processingMode": {"request": {"body": "Buffered"}}}]},
+        ),
+        "a Lua filter of the front door calling out with httpCall": _policy(
+            "EnvoyExtensionPolicy",
+            n,
+            {
+                "lua": [
+                    {
+                        "type": "Inline",
+                        "inline": "function envoy_on_request(h)\n  h:httpCall('c', {}, 'x', 1000)\nend",
+                    }
+                ]
+            },
+        ),
+        "an extAuth of the front door at the burst Backend, with the body": _policy(
+            "SecurityPolicy",
+            n,
+            {"extAuth": {"http": {"backendRefs": to_burst}, "bodyToExtAuth": {"maxRequestBytes": 1048576}}},
+        ),
+        "a ReferenceGrant of the Backends to another namespace's routes": {
+            "apiVersion": "gateway.networking.k8s.io/v1beta1",
+            "kind": "ReferenceGrant",
+            "metadata": {"name": "side-grant", "namespace": NS},
+            "spec": {
+                "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "elsewhere"}],
+                "to": [{"group": "gateway.envoyproxy.io", "kind": "Backend"}],
+            },
+        },
     }
 
 
@@ -210,6 +271,11 @@ CASES = [
     "the on-prem Backend made a fallback",
     "a new DynamicResolver Backend",
     "an ExternalName Service",
+    "a RequestRedirect of the regulated rule to the burst host",
+    "an extProc of the front door at the burst Backend, with the body",
+    "a Lua filter of the front door calling out with httpCall",
+    "an extAuth of the front door at the burst Backend, with the body",
+    "a ReferenceGrant of the Backends to another namespace's routes",
 ]
 
 
@@ -254,6 +320,26 @@ def test_what_stays_on_prem_is_accepted(cluster, pinned):
         "metadata": {"name": "in-cluster", "namespace": NS},
         "spec": {"ports": [{"port": 80}]},
     }
-    for obj in (n["route"], *n["backends"].values(), kserve_like, guarded_grpc, cluster_ip):
+    in_cluster_ext_proc = _policy(
+        "EnvoyExtensionPolicy", n, {"extProc": [{"backendRefs": [{"name": "in-cluster", "port": 80}]}]}
+    )
+    onprem_grant = {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "onprem-grant", "namespace": NS},
+        "spec": {
+            "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "elsewhere"}],
+            "to": [{"group": "gateway.envoyproxy.io", "kind": "Backend", "name": n["onprem"]}],
+        },
+    }
+    for obj in (
+        n["route"],
+        *n["backends"].values(),
+        kserve_like,
+        guarded_grpc,
+        cluster_ip,
+        in_cluster_ext_proc,
+        onprem_grant,
+    ):
         res = _apply(cluster, [obj], dry_run=True)
         assert res.returncode == 0, (obj["kind"], obj["metadata"]["name"], res.stderr)

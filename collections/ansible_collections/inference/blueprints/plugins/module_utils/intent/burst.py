@@ -419,7 +419,7 @@ def build(site: dict, intent: dict) -> dict | None:
         out["front_door"] = burst_routes.front_door(site, intent, out, sov, bursts)
         out["spill"] = _spill(intent) or None
     else:
-        out["ingress"] = burst_routes.ingress(site, out, me)
+        out["ingress"] = burst_routes.ingress(site, intent, out, me)
         out["scale_from_zero"] = _scale_from_zero(site, intent, opts, ns, sov)
         pools = list(site["options"]["image_prewarm"]["image_prewarm_pools"]) or ["worker"]
         out["pinned_image_sets"] = [

@@ -35,6 +35,8 @@ EndpointSlices, an EnvoyPatchPolicy, a pod's own egress) is the cluster's egress
 
 from __future__ import annotations
 
+from . import burst_pin_exits
+
 BACKEND_GROUP, BACKEND_KIND = "gateway.envoyproxy.io", "Backend"
 HEADER_ROUTES = ("httproutes", "grpcroutes")  # rules with header matches and RequestMirror filters
 PLAIN_ROUTES = ("tcproutes", "tlsroutes", "udproutes")  # rules with backendRefs only
@@ -148,6 +150,7 @@ def _route_validations(c: _Cel, on: str, header: str, burstable: list[str]) -> l
         "regulated, unclassified and unknown classes stay on-prem"
     )
     mirror = "f.type != 'RequestMirror' || " + c.ok("f.requestMirror.backendRef")
+    exits = burst_pin_exits.validations(c, kinds, on, guarded, BACKEND_GROUP)
     return [
         {
             "expression": f"!({kinds}) || " + c.rule(f"!has(r.backendRefs) || r.backendRefs.all(b, {c.ok('b')})"),
@@ -172,7 +175,7 @@ def _route_validations(c: _Cel, on: str, header: str, burstable: list[str]) -> l
             "message": f"regulated pin: a TCPRoute, TLSRoute or UDPRoute cannot match a request class, so on the "
             f"front door it may reach only {on}, and elsewhere no gateway Backend but {on}",
         },
-    ]
+    ] + exits
 
 
 def _backend_rule(b: dict) -> str:
@@ -225,8 +228,8 @@ def admission_policy(onprem: dict, backends: list[dict], pin: dict) -> dict:
         "name": name,
         "namespace": ns,
         "resources": [
-            {"group": "gateway.networking.k8s.io", "resources": [*HEADER_ROUTES, *PLAIN_ROUTES]},
-            {"group": BACKEND_GROUP, "resources": ["backends"]},
+            {"group": "gateway.networking.k8s.io", "resources": [*HEADER_ROUTES, *PLAIN_ROUTES, "referencegrants"]},
+            {"group": BACKEND_GROUP, "resources": ["backends", *burst_pin_exits.EXTENSION_RESOURCES]},
             {"group": "", "resources": ["services"]},
         ],
         "validations": validations,

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_pin
+from . import burst_pin, inventory, limits, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -45,16 +45,13 @@ MAX_MATCHES = 64  # HTTPRouteRule matches MaxItems
 # What the on-prem side answers when it will not serve a burstable request now: 429 when the flow-control
 # band is full, 503 when it expired in the queue (or the on-prem gateway has no healthy upstream).
 SPILL_STATUSES = (429, 503)
-# Headers the endpoint picker reads: set by the front door, never taken from a client (llm-d-router v0.9.0
-# pkg/epp/metadata/consts.go; the x-gateway-* names are the deprecated aliases).
-SCHEDULER_HEADERS = (
-    "x-llm-d-inference-objective",
-    "x-gateway-inference-objective",
-    "x-llm-d-inference-fairness-id",
-    "x-llm-d-model-name-rewrite",
-    "x-gateway-model-name-rewrite",
-)
-OBJECTIVE_HEADER = SCHEDULER_HEADERS[0]
+# Headers the endpoint picker reads: set by the front door, never taken from a client (intent/scheduler.py).
+SCHEDULER_HEADERS = scheduler.ROUTER_HEADERS
+OBJECTIVE_HEADER = scheduler.OBJECTIVE_HEADER
+# KServe's route of a model also matches /publishers/<namespace>/models/<model name>/v1/... and /v1/... with this
+# header naming publishers/<namespace>/models/<model name> (kserve config-llm-router-route.yaml; configmap.go
+# DefaultModelBasedRoutingHeaderName): the front door classifies those requests too.
+KSERVE_MODEL_HEADER = "x-gateway-model-name"
 
 
 def backend_name(site: dict, suffix: str) -> str:
@@ -95,12 +92,44 @@ def _objectives(intent: dict) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _kserve_matches(site: dict, ns: str, model: str) -> list[dict]:
+    """Every way a request names a model on KServe's route: its path, its publisher path, /v1 with the model
+    header (kserve config-llm-router-route.yaml)."""
+    m = next((x for x in site["models"] if x["name"] == model), None)
+    served = inventory.served_name(m) if m else model
+    publisher = f"publishers/{ns}/models/{served}"
+    return [
+        {"path": {"type": "PathPrefix", "value": f"/{ns}/{model}/"}},
+        {"path": {"type": "PathPrefix", "value": f"/{publisher}/"}},
+        {"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_exact(KSERVE_MODEL_HEADER, publisher)]},
+    ]
+
+
+def _exact(name: str, value: str) -> dict:
+    return {"type": "Exact", "name": name, "value": value}
+
+
+def _of_class(matches: list[dict], header: str, names: list[str]) -> list[dict]:
+    """The matches narrowed to requests of the named classes."""
+    return [{**m, "headers": [*m.get("headers", []), _exact(header, c)]} for c in names for m in matches]
+
+
 def _set_objective(name: str | None) -> list[dict]:
     if not name:
         return []
     return [
         {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": OBJECTIVE_HEADER, "value": name}]}}
     ]
+
+
+def _timeouts(plans: list[dict], models: list[str], queue_s: float, floor, attempts: int = 1) -> dict:
+    """An HTTPRoute rule's timeouts: each attempt waits for the classes' p95 answer after the queue
+    (intent/limits.py, at least the site's burst_routing_request_timeout), the request for every attempt."""
+    t = limits.timeout(plans, models, queue_s, floor=floor)
+    out = {"request": f"{t['seconds'] * attempts}s"}
+    if attempts > 1:
+        out["backendRequest"] = t["duration"]
+    return out
 
 
 # ------------------------------------------------------------------------------------------ the sovereign's
@@ -127,13 +156,14 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
         )
     host_filter = backend_name(site, "backend-host")
     objectives = _objectives(intent)
-    timeouts = {"request": opts["burst_routing_request_timeout"]}
+    plans, floor = intent["plans"], opts["burst_routing_request_timeout"]
+    regulated_wait = float(opts["burst_routing_regulated_queue_seconds"])
     on_prem = set(served.get(sov["name"]) or [])
     rules, spill = [], []
     for model in sorted({n for c in classes for n in c["models"]}):
         targets = [by_cluster[b["name"]] for b in bursts if model in served.get(b["name"], [])]
         names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
-        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
+        forms = _kserve_matches(site, ns, model)
         regulated, low = objectives.get(model, (None, None))
         if targets and names:
             rule = f"burst-{model}"[:63]
@@ -141,9 +171,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             rules.append(
                 {
                     "name": rule,
-                    "matches": [
-                        {"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names
-                    ],
+                    "matches": _of_class(forms, header, names),
                     "filters": _set_objective(low)
                     + [
                         {
@@ -152,7 +180,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
                         }
                     ],
                     "backendRefs": ([_ref(onprem["name"])] if model in on_prem else []) + [_ref(t) for t in targets],
-                    "timeouts": timeouts,
+                    "timeouts": _timeouts(plans, [model], float(opts["burst_routing_spill_queue_seconds"]), floor, 2),
                 }
             )
         if model in on_prem:
@@ -161,10 +189,10 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             rules.append(
                 {
                     "name": f"onprem-{model}"[:63],
-                    "matches": [{"path": path}],
+                    "matches": forms,
                     "filters": _set_objective(regulated),
                     "backendRefs": [_ref(onprem["name"])],
-                    "timeouts": timeouts,
+                    "timeouts": _timeouts(plans, [model], regulated_wait, floor),
                 }
             )
     # everything else (other paths): on-prem only
@@ -173,7 +201,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             "name": "onprem",
             "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
             "backendRefs": [_ref(onprem["name"])],
-            "timeouts": timeouts,
+            "timeouts": _timeouts(plans, sorted(on_prem), regulated_wait, floor),
         }
     )
     for r in rules:
@@ -203,7 +231,10 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
         "client": {
             "name": route,
             "strip": list(SCHEDULER_HEADERS),
-            "buffer_limit": opts["burst_routing_retry_buffer"],
+            # what a retry replays and a route holds: every class's p95 prompt, at least the site's retry buffer
+            "buffer": limits.buffer(
+                plans, sorted({n for c in classes for n in c["models"]}), opts["burst_routing_retry_buffer"]
+            ),
         },
         "spill": {
             "name": backend_name(site, "spill"),
@@ -236,7 +267,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
 
 
 # ------------------------------------------------------------------------------------------ a burst cluster's
-def ingress(site: dict, out: dict, me: dict) -> dict:
+def ingress(site: dict, intent: dict, out: dict, me: dict) -> dict:
     """A burst cluster's side of the path: the TLS listener the sovereign front door reaches (its hostname and
     certificate, a Secret by reference) and a route that takes burstable classes only, to the cluster's own
     inference gateway. A regulated or unclassified request that reaches it anyway finds no route (404)."""
@@ -251,13 +282,17 @@ def ingress(site: dict, out: dict, me: dict) -> dict:
         names = [c["name"] for c in classes if not c["regulated"] and model in c["models"]]
         if not names:
             continue
-        path = {"type": "PathPrefix", "value": f"/{ns}/{model}/"}
         rules.append(
             {
                 "name": f"burst-{model}"[:63],
-                "matches": [{"path": path, "headers": [{"type": "Exact", "name": header, "value": c}]} for c in names],
+                "matches": _of_class(_kserve_matches(site, ns, model), header, names),
                 "backendRefs": [_ref(local["name"])],
-                "timeouts": {"request": opts["burst_routing_request_timeout"]},
+                "timeouts": _timeouts(
+                    intent["plans"],
+                    [model],
+                    float(opts["burst_routing_spill_queue_seconds"]),
+                    opts["burst_routing_request_timeout"],
+                ),
             }
         )
     return {

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from . import limits
 from .schema import SchemaError
 
 # KServe's route preset (config-llm-router-route.yaml) serves these OpenAI-compatible endpoints
@@ -39,7 +40,7 @@ def _name(site: dict, suffix: str) -> str:
     return f"{site['site_name']}-{suffix}"[:63].rstrip("-")
 
 
-def build(site: dict, models: list[dict]) -> dict | None:
+def build(site: dict, models: list[dict], plans: list[dict]) -> dict | None:
     """intent["serving"]["escalation"]: the edge's escalation path, or None when it is off.
     Raises SchemaError (before anything is applied) when it has no credential."""
     esc = site.get("escalation") or {}
@@ -72,7 +73,10 @@ def build(site: dict, models: list[dict]) -> dict | None:
     routes = []
     for m in models:
         rules = [{"path": f"/{ns}/{m['name']}/v1/{ep}", "rewrite": f"{base}/{ep}"} for ep in OPENAI_ENDPOINTS]
-        routes.append({"model": m["name"], "name": m["names"]["escalation"], "rules": rules})
+        # the regional class answers it: ESCALATION_FACTOR times this class's p95 answer (intent/limits.py)
+        timeout = limits.timeout(plans, [m["name"]], factor=limits.ESCALATION_FACTOR)
+        routes.append({"model": m["name"], "name": m["names"]["escalation"], "rules": rules, "timeout": timeout})
+    names = [m["name"] for m in models]
     return {
         "host": url.hostname,
         "port": url.port or 443,
@@ -93,7 +97,10 @@ def build(site: dict, models: list[dict]) -> dict | None:
             "port": gw["local_gateway_port"],
             "route": _name(site, "local"),
             "paths": [f"/{ns}/{m['name']}/" for m in models],
+            "timeout": limits.timeout(plans, names),
         },
+        # the escalation Lua reads the whole body (handle:body()): the listener holds the p95 prompt
+        "client": {"name": _name(site, "edge-limits"), "buffer": limits.buffer(plans, names)},
         "regional": {"name": _name(site, "regional"), "sni": url.hostname},
         "credential": {
             "filter": _name(site, "escalation-credential"),

@@ -31,20 +31,14 @@ from __future__ import annotations
 import math
 
 from ..planner import data as catalog
-from . import inventory, scheduler
+from . import inventory, limits, scheduler
 from .schema import SchemaError, suggest
 
 COMPONENT = "ai_gateway"
 MODEL_HEADER = "x-ai-eg-model"
 FAIRNESS_HEADER = "x-llm-d-inference-fairness-id"
 # Headers a client must never set itself: identity, tier and every header the scheduler reads.
-SCHEDULER_HEADERS = (
-    scheduler.OBJECTIVE_HEADER,
-    "x-gateway-inference-objective",  # the router's deprecated alias (llm-d-router v0.9.0 pkg/epp/metadata)
-    FAIRNESS_HEADER,
-    "x-llm-d-model-name-rewrite",
-    MODEL_HEADER,
-)
+SCHEDULER_HEADERS = (*scheduler.ROUTER_HEADERS, MODEL_HEADER)
 COST_NAMESPACE = "io.envoy.ai_gateway"
 COST_KEY = "llm_total_token"
 MAX_ROUTE_RULES = 15  # AIGatewayRoute spec.rules MaxItems (v1beta1)
@@ -306,6 +300,11 @@ def build(site: dict, intent: dict) -> dict | None:
         }
         out["cascade"] = [c for c in cascade["order"] if c in t["models"]] if cascade else []
         out["rules"] = _tenant_routes(site, out, models, headers, cascade if out["cascade"] else None)
+        for r in out["rules"]:
+            # the class's p95 answer after the longest the tenant's tier may queue (at least the site's timeout)
+            r["timeout"] = limits.timeout(
+                intent["plans"], [r["model"]], float(tier["queue_seconds"]), floor=opts["ai_gateway_request_timeout"]
+            )
         # what the Lua filter needs: the objective of every model name the tenant may send
         out["objectives"] = {models[n]["served_name"]: models[n]["objectives"][t["tier"]] for n in t["models"]}
         out["cascade_objectives"] = [models[n]["objectives"][t["tier"]] for n in out["cascade"]]
@@ -317,7 +316,8 @@ def build(site: dict, intent: dict) -> dict | None:
         "create_class": opts["ai_gateway_create_gateway_class"],
         "controller_name": opts["ai_gateway_controller_name"],
         "port": opts["ai_gateway_listener_port"],
-        "timeout": opts["ai_gateway_request_timeout"],
+        # every class's p95 prompt through the tier Lua's body() and the AI Gateway's ext_proc (intent/limits.py)
+        "buffer": limits.buffer(intent["plans"], list(models)),
         "headers": headers,
         # callers outside the cluster (edge sites escalating here) reach the front door over TLS: this name,
         # served with the certificate of a Secret the inventory names

@@ -19,6 +19,21 @@ ROUTER = router_registry.KSERVE_ROUTER[KSERVE_VERSION]["router"]
 CONFIG_API_VERSION = router_registry.router_version_info(ROUTER)["config_api_version"]
 OBJECTIVE_API_VERSION = router_registry.router_version_info(ROUTER)["inference_objective"]["api_version"]
 OBJECTIVE_HEADER = router_registry.router_version_info(ROUTER)["inference_objective"]["header"]
+# Every request header the router reads to schedule, each with its deprecated alias (llm-d-router v0.9.0
+# pkg/epp/metadata/consts.go: ObjectiveKey, FlowFairnessIDKey, ModelNameRewriteKey, the SLO keys and their Old*
+# names, all still honoured): a front door sets them itself and removes every one a client sent.
+ROUTER_HEADERS = (
+    "x-llm-d-inference-objective",
+    "x-gateway-inference-objective",
+    "x-llm-d-inference-fairness-id",
+    "x-gateway-inference-fairness-id",
+    "x-llm-d-model-name-rewrite",
+    "x-gateway-model-name-rewrite",
+    "x-llm-d-slo-ttft-ms",
+    "x-slo-ttft-ms",
+    "x-llm-d-slo-tpot-ms",
+    "x-slo-tpot-ms",
+)
 POOL_GROUP = "inference.networking.k8s.io"
 
 

@@ -537,5 +537,5 @@ def build(site: dict, plans: list[dict], intent: dict) -> dict:
         "models": models,
         "autoscaling": monitoring.autoscaling_common(site, models),
         "metrics_reader": monitoring.metrics_reader(site, models),
-        "escalation": escalation.build(site, models),  # edge: intent/escalation.py
+        "escalation": escalation.build(site, models, plans),  # edge: intent/escalation.py
     }
