@@ -33,11 +33,23 @@ def alpha_of(value) -> float:
     return float(value)
 
 
-def _quantile(u: float, alpha: float, lo: float, hi: float) -> float:
+def _cdf(x: float, alpha: float, lo: float, hi: float) -> float:
+    """P(load <= x) of the power law on [lo, hi]."""
+    x = min(max(x, lo), hi)
     if abs(alpha - 1.0) < 1e-9:  # the density 1/x: log-uniform
-        return lo * (hi / lo) ** u
+        return math.log(x / lo) / math.log(hi / lo)
     a = 1.0 - alpha
-    return ((hi**a - lo**a) * u + lo**a) ** (1.0 / a)
+    return (x**a - lo**a) / (hi**a - lo**a)
+
+
+def _mean(alpha: float, lo: float, hi: float) -> float:
+    """Mean load of the power law on [lo, hi]."""
+    a = 1.0 - alpha
+    if abs(a) < 1e-9:
+        return (hi - lo) / math.log(hi / lo)
+    if abs(alpha - 2.0) < 1e-9:
+        return math.log(hi / lo) / (1 / lo - 1 / hi)
+    return a / (hi**a - lo**a) * (hi ** (a + 1) - lo ** (a + 1)) / (a + 1)
 
 
 def touched_share(experts: int, k: int, tokens: float, alpha: float) -> float:
@@ -48,10 +60,16 @@ def touched_share(experts: int, k: int, tokens: float, alpha: float) -> float:
     uniform = 1.0 - (1.0 - k / experts) ** tokens
     if alpha <= 0:
         return uniform
+    return min(uniform, _skewed(int(experts), k, tokens, alpha))
+
+
+def _skewed(experts: int, k: int, tokens: float, alpha: float) -> float:
+    """The E loads at the quantiles (i + 0.5) / E sum to about E x the mean load; an expert is touched when its
+    load x pairs / that sum is at least half a pair: the experts above the threshold's quantile."""
     pairs = tokens * k
     lo, hi = (1.0, max(1.0 + 1e-6, 0.8 * tokens)) if pairs > experts else (0.01, 2.0)
-    loads = [_quantile((i + 0.5) / experts, alpha, lo, hi) for i in range(experts)]
-    scale = pairs / sum(loads)
-    touched = sum(1 for x in loads if x * scale >= 0.5)
-    # at least the k experts one token picks, at most the uniform spread (skew never touches more)
-    return min(uniform, max(min(experts, math.ceil(k)) / experts, touched / experts))
+    threshold = 0.5 * experts * _mean(alpha, lo, hi) / pairs
+    below = max(0, math.ceil(experts * _cdf(threshold, alpha, lo, hi) - 0.5))
+    touched = experts - min(experts, below)
+    # at least the k experts one token picks (the caller caps it at the uniform spread: skew never touches more)
+    return max(min(experts, math.ceil(k)) / experts, touched / experts)
