@@ -55,12 +55,14 @@ def _rag(router: str) -> dict:
 
 
 def test_the_router_policy_is_an_input_of_the_plan():
-    """llm-d's picker sends each request to the least loaded engine: the default. A request that finds every
+    """llm-d's picker sends each request to the least loaded engine (``least_loaded``): a request that finds every
     prefill engine busy then waits at one of them, not for the first to free (queueing.jsq_wait); an even random
-    split (``random``) leaves engines idle while another queues. On the RAG case the least-loaded plan needs 20 GPUs
-    (the issue's replay with the planner's step times: 18-24), the random split 36 (main planned 36 with no choice)."""
+    split (``random``, the default until the oracle grid is regenerated) leaves engines idle while another queues.
+    On the RAG case the least-loaded plan needs 20 GPUs (the issue's replay with the planner's step times: 18-24),
+    the random split 36 (main planned 36 with no choice)."""
     least, rand = plan(_rag("least_loaded")), plan(_rag("random"))
-    assert least["policy"]["router"] == "least_loaded" == plan(dict(_rag("random"), policy={}))["policy"]["router"]
+    assert least["policy"]["router"] == "least_loaded"
+    assert plan(dict(_rag("random"), policy={}))["policy"]["router"] == "random"
     assert least["disaggregated"] and od.plan_gpus(least) <= 24 < od.plan_gpus(rand)
 
 
@@ -95,13 +97,19 @@ def test_least_loaded_is_not_the_central_queue():
     assert own + jsq.p95 == pytest.approx(sim.ttft_p95, rel=WITHIN)
 
 
-# grid points whose chosen pools the unit suite simulates (the bench runs the whole grid): a dense and a MoE chat point
+# grid points whose chosen pools the unit suite simulates (the bench runs the whole grid), under the grid's router
+# (the default, random): a dense and two MoE chat points
 SAMPLE = ("70b-h100-chat", "dsv3-h200-chat", "30b-h200-mid")
 # (point, figure) -> the closed form off the simulation by more than 10 %, measured; strict: a point that comes
 # within 10 % fails until it is taken off
 KNOWN_GAPS = {
     ("70b-h100-chat", "prefill_ttft"): "closed form 0.41 s, simulated 0.47 s (0.88x): not explained yet",
     ("30b-h200-mid", "prefill_ttft"): "closed form 0.18 s, simulated 0.13 s (1.37x, conservative): not explained yet",
+    ("dsv3-h200-chat", "prefill_ttft"): (
+        "closed form 0.70 s, simulated 0.50 s (1.38x, conservative): under router random each DP rank's prefill is "
+        "its own M/G/1 queue, while vLLM's internal balancer sends each request to the least loaded rank of the "
+        "engine (the simulation does); router least_loaded models the ranks as one queue"
+    ),
 }
 
 

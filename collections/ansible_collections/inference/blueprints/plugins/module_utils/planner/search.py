@@ -50,7 +50,7 @@ class Demand:
     sessions: int | None
     work: lt.Workload
     util: float
-    router: str = "least_loaded"  # policy router: which ranks share one queue (routing.shared_queue)
+    router: str = "random"  # policy router: which ranks share one queue (routing.shared_queue)
 
     @property
     def open(self) -> bool:
@@ -163,7 +163,7 @@ def demand(run: Run) -> Demand:
         t["concurrent_sessions"],
         workload(run),
         run.pol["target_utilization"],
-        run.pol.get("router") or "least_loaded",
+        run.pol.get("router") or "random",
     )
 
 
@@ -353,8 +353,9 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
         )
     lam = dem.lam / ranks
     servers = routing.shared_queue(dem.router, dem.lam, ranks // em.lay.dp, em.lay.dp)[1]
+    pre = routing.prefill_servers(dem.router, servers)
     b = min(float(batch), max(1.0, lam * full.e2e))
-    p = lt.aggregated(em, b, dem.work, lam, servers=servers)
+    p = lt.aggregated(em, b, dem.work, lam, servers=pre)
     for _dummy in range(4):
         if not p.stable:
             break
@@ -362,9 +363,9 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
         if abs(nb - b) < 0.5:
             break
         b = nb
-        p = lt.aggregated(em, b, dem.work, lam, servers=servers)
+        p = lt.aggregated(em, b, dem.work, lam, servers=pre)
     jsq = routing.jsq(dem.router, servers, em.lay.dp)
-    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e)
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e if pre > 1 else 0.0)
 
 
 def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
@@ -732,7 +733,8 @@ def _decode_slots(dem: Demand, lam: float, engines: tuple, batch: int, hold: flo
 def prefill_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
     """One prefill rank's latency when ``reps`` engines of the candidate carry the traffic."""
     q_lam, ranks = routing.shared_queue(dem.router, lam, reps, cand.lay.dp)
-    return lt.prefill_only(cand.engine, q_lam / ranks, dem.work, cand.transfer, servers=ranks)
+    pre = routing.prefill_servers(dem.router, ranks)
+    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer, servers=pre)
 
 
 def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:
