@@ -17,7 +17,7 @@ from tests.unit.planner import queue_sim as qs
 from tests.unit.planner import sim_fleet as sf
 
 WITHIN = 0.10
-TPOT_OFF = {"70b-h100x16-long"}  # 14 % above the simulation (conservative), docs/planner.md "Limitations"
+TPOT_OFF: set = set()  # none under the default router (docs/planner.md "Limitations")
 
 
 def _r(a: float, b: float) -> str:
