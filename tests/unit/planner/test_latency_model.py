@@ -302,7 +302,7 @@ def test_the_dp_ranks_of_one_engine_share_one_slot_queue():
     rank: 2 ranks of 5 slots queue like 10 slots, which wait far less than each rank alone at the same load."""
     em = engine("Qwen3.5-35B-A3B", Layout(tp=1, dp=2, ep=2))
     at = lt.aggregated(em, 4, W, lam=1.6)
-    alone, shared = lt.with_slot_queue(at, 5, 1.0), lt.with_slot_queue(at, 5, 1.0, ranks=2)
+    alone, shared = lt.with_slot_queue(at, 5, 1.0), lt.with_slot_queue(at, 5, 1.0, (2, False))
     assert 0.7 < alone.slots.rho < 1 and shared.slots.rho == pytest.approx(alone.slots.rho)
     assert shared.slots == lt.slot_wait(2 * at.lam, 10, at.e2e, 1.0)
     assert shared.slots.prob < alone.slots.prob and shared.slots.p95 < 0.6 * alone.slots.p95

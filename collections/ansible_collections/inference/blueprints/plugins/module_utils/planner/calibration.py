@@ -13,7 +13,9 @@ model reproduces the prefill figure and its bandwidth efficiencies until it repr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from . import skew
 from .errors import PlanError
 
 FIELDS = (
@@ -29,6 +31,7 @@ FIELDS = (
     "batch",
     "context_tokens",
     "kv_blocks",  # the engine's KV blocks (vLLM's num_gpu_blocks) where measured: recorded, not used yet
+    "expert_routing_skew",  # the power-law alpha of the experts' loads measured on the site's traffic (skew.py)
     "measured_at",
     "source",
 )
@@ -71,7 +74,19 @@ def _entry(i: int, e) -> dict:
         out["context_tokens"] = _num(f"{where}.context_tokens", e.get("context_tokens", 1024), True)
     if e.get("kv_blocks") is not None:
         out["kv_blocks"] = _num(f"{where}.kv_blocks", e["kv_blocks"], True)
+    if e.get("expert_routing_skew") is not None:
+        out["expert_routing_skew"] = skew_value(f"{where}.expert_routing_skew", e["expert_routing_skew"])
     return out
+
+
+def skew_value(where: str, v):
+    """An expert-routing skew: ``uniform``, or a power-law alpha above 1 and at most skew.MAX_ALPHA."""
+    if v == "uniform":
+        return v
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 1.0 < v <= skew.MAX_ALPHA
+    if not ok:
+        raise PlanError(where, f"must be uniform or a power-law alpha above 1 and at most {skew.MAX_ALPHA}, got {v!r}")
+    return float(v)
 
 
 def normalize(raw) -> list[dict]:
@@ -124,6 +139,9 @@ def apply(eff, entry: dict, make_model) -> tuple[object, str]:
     lay = entry["layout"]
     parts = []
     cscale = bscale = 1.0
+    if entry.get("expert_routing_skew") is not None:  # first: the decode figure is fitted with the measured skew
+        eff = replace(eff, routing_skew=skew.alpha_of(entry["expert_routing_skew"]))
+        parts.append(f"expert routing skew {entry['expert_routing_skew']} (measured)")
     if entry.get("prefill_tokens_per_s"):
         n = entry["prompt_tokens"]
 

@@ -90,6 +90,7 @@ POLICY_ENUMS = {
     "kv_offload": ("none", "dram", "nvme"),
     "kv_connector": ("auto", "nixl", "lmcache", "mooncake", "none"),
     "batch_sizing": ("balanced", "throughput"),
+    "router": ("least_loaded", "random"),
 }
 POLICY_BOOLS = (
     "tool_calling_heavy",
@@ -257,6 +258,8 @@ def _check_policy_values(merged: dict) -> None:
     for k in POLICY_NUMBERS:
         _num(f"policy.{k}", merged[k], strict=True)
     _int("policy.min_replicas", merged["min_replicas"], 0)
+    if merged["expert_routing_skew"] != "auto":
+        calibration.skew_value("policy.expert_routing_skew", merged["expert_routing_skew"])
     if merged["overhead_gib"] is not None:
         _num("policy.overhead_gib", merged["overhead_gib"])
     for k in ("dcp", "pcp"):

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import perf
+from . import perf, skew
 from . import sizing as sz
 from .engine import EngineCtx, peak_flops
 from .queueing import (
     SlotWait,
     StepMix,
+    jsq_wait,
     lognormal_cv2,
     mg1_wait,
     prompt_points,
@@ -296,7 +297,7 @@ class EngineModel:
         them up to 256 tokens a step, and the DP group's exchange."""
         eff, pp = self.eff, self.pp
         group_tokens = tokens * self.dp
-        touched = 1.0 - (1.0 - self.k / self.e_total) ** max(group_tokens, 0.0) if group_tokens > 0 else 0.0
+        touched = skew.touched_share(self.e_total, self.k, group_tokens, eff.routing_skew)
         flops = 2 * self.routed_active * group_tokens / self.moe_width
         mf = eff.moe_for(self.ep, self.moe_tp)  # EP (an expert map), one rank, or every expert split by TP
         routed = self.moe_layers / pp * mf.launch_s + self._roof(
@@ -495,6 +496,9 @@ def prefill_plan(em: EngineModel, b: float, w: Workload, lam: float, util: float
         k = min(kmax, max(k + 1, math.ceil(k * lam * n * t / (k * util))))
 
 
+PREFILL_UTIL = 0.9  # a rank batches waiting prompts into a prefill step until its prefill is busy at most this share
+
+
 def closed_loop_factor(b: float) -> float:
     """Mean TTFT / unqueued TTFT of a closed population of ``b`` clients that resubmit on completion: 1 + log2(b) / 8,
     at most 2 (aiconfigurator 0.12.0 sdk/backends/vllm_backend.py _ttft_queuing_factor, fitted to measured vLLM
@@ -512,6 +516,21 @@ class RankLoad:
     t_bar: float = 0.0
     extra: float = 0.0
     closed: bool = False
+    servers: int = 1  # ranks whose prefill serves one queue (routing.shared_queue); ``lam`` is per rank
+
+
+def prefill_wait(lam: float, es: float, es2: float, servers: int) -> tuple[float, float, float, float]:
+    """(mean, p50, p95 of the wait for a rank's prefill, utilisation): one rank, an M/G/1 queue (Pollaczek-Khinchine,
+    the exponential tail); ``servers`` ranks behind a least-loaded router offered ``servers x lam``: Erlang C over
+    them and the wait of the rank a request is sent to (``jsq_wait``)."""
+    if servers <= 1:
+        wq, rho = mg1_wait(lam, es, es2)
+        return wq, wait_quantile(wq, rho, 0.5), wait_quantile(wq, rho, 0.95), rho
+    cv2 = es2 / (es * es) - 1.0 if es > 0 else 0.0
+    sw = jsq_wait(slot_wait(lam * servers, servers, es, cv2), 1, es, cv2)
+    if not sw.stable:
+        return math.inf, math.inf, math.inf, sw.rho
+    return sw.mean, sw.p50, sw.p95, sw.rho
 
 
 def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
@@ -525,7 +544,7 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     svc = [scale * x for x in pts]
     es = sum(svc) / len(svc)
     es2 = sum(s * s for s in svc) / len(svc)
-    wq, rho = mg1_wait(lam, es, es2)
+    wq, w50, w95, rho = prefill_wait(lam, es, es2, ld.servers)
 
     def own(length: float, k: float) -> float:
         n, t = _chunk_step(em, b, w, k, length)
@@ -543,7 +562,6 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
             rho,
         )
     s50, s95 = own(med, pf.k), own(p95, pf.k)
-    w50, w95 = wait_quantile(wq, rho, 0.5), wait_quantile(wq, rho, 0.95)
     p50 = s50 + w50 + t_bar / 2 + extra
     # p95 of (own prefill + wait), independent: the medians plus the root-sum-square of the two tails
     p95v = s50 + w50 + math.hypot(s95 - s50, w95 - w50) + t_bar + extra
@@ -551,14 +569,16 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     return p50, p95v, mean, rho
 
 
-def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None, util: float = 0.9) -> Point:
+def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None, servers: int = 1) -> Point:
     """Latency of one rank decoding ``b`` sequences while prefilling arrivals at ``lam`` per second (closed loop
-    ``lam = b / E2E`` when None), prefill chunks mixed into the decode steps (vLLM chunked prefill)."""
+    ``lam = b / E2E`` when None), prefill chunks mixed into the decode steps (vLLM chunked prefill); ``servers``
+    ranks serve one queue with it (a least-loaded router)."""
     ctx = w.prompt_mean + w.output_mean / 2
     b = max(b, 1.0)
     t_dec = em.step(b, 0.0, ctx)
     out_steps = max(1.0, w.output_mean - 1)
     closed = lam is None
+    util = PREFILL_UTIL
     pf = prefill_plan(em, b, w, 0.0, util)
     rate, t_bar, stable = (lam or 0.0), t_dec, True
     for _dummy in range(6):
@@ -590,21 +610,26 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
         (w.output_mean, w.output_p95),
         w.prompt_cv2 + (min(1.0, w.hold_cv2) if closed else 1.0),
     )
-    p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(b, rate, t_bar, 0.0, closed))
+    p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(b, rate, t_bar, 0.0, closed, servers))
     e2e = mean + out_steps * t_bar
     return Point(b, rate, t_bar, tpot95, p50, p95, mean, rho, phi, t_dec, pf.t_step, e2e, rho < 1)
 
 
-def with_slot_queue(p: Point, slots: int, cv2: float, ranks: int = 1) -> Point:
+def with_slot_queue(p: Point, slots: int, cv2: float, queue: tuple = (1, False), hold_full: float = 0.0) -> Point:
     """``p`` (one rank under open traffic at ``p.lam``) with the wait for one of its ``slots`` sequence slots
     (max_num_seqs) added: TTFT mean and E2E grow by the wait's mean, TTFT p50 by the wait's p50, TTFT p95 is the
-    bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). ``ranks``: the DP ranks of one
-    engine share one queue (vLLM's internal load balancer sends each request to the least loaded rank), so the queue
-    has ``ranks x slots`` servers and ``ranks x p.lam`` arrivals. A rank whose slots are offered more than they hold
-    is unstable."""
+    bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). ``queue`` = (ranks, jsq):
+    ``ranks`` share one queue (the DP ranks of one engine: vLLM's internal load balancer sends each request to the
+    least loaded rank), so it has ``ranks x slots`` servers and ``ranks x p.lam`` arrivals; ``jsq``: the ranks are
+    engines a least-loaded router picks from (``queueing.jsq_wait``); ``hold_full``: a request's hold when every
+    slot decodes (the pace the slots free at when an arrival waits). A rank whose slots are offered more than they
+    hold is unstable."""
     if not p.stable:
         return p
-    sw = slot_wait(p.lam * ranks, slots * ranks, p.e2e, cv2)
+    ranks, jsq = queue
+    sw = slot_wait(p.lam * ranks, slots * ranks, p.e2e, cv2, hold_full)
+    if jsq:
+        sw = jsq_wait(sw, slots, max(p.e2e, hold_full), cv2)
     if not sw.stable:
         inf = math.inf
         return replace(p, ttft_p50=inf, ttft_p95=inf, ttft_mean=inf, e2e=inf, stable=False, slots=sw)
@@ -627,10 +652,11 @@ def decode_only(em: EngineModel, b: float, w: Workload) -> Point:
     return Point(b, b / (out_steps * t), t, t, 0.0, 0.0, 0.0, 0.0, 0.0, t, t, out_steps * t, True, kind="decode")
 
 
-def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, util: float = 0.9) -> Point:
-    """A P/D prefill rank: prompts batched up to the token budget, no decodes; TTFT adds the KV transfer."""
-    pf = prefill_plan(em, 0.0, w, lam, util)
-    p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(0.0, lam, 0.0, transfer_s))
+def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, servers: int = 1) -> Point:
+    """A P/D prefill rank: prompts batched up to the token budget, no decodes; TTFT adds the KV transfer.
+    ``servers``: ranks that serve one queue with it (a least-loaded router)."""
+    pf = prefill_plan(em, 0.0, w, lam, PREFILL_UTIL)
+    p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(0.0, lam, 0.0, transfer_s, servers=servers))
     return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, rho < 1, kind="prefill")
 
 

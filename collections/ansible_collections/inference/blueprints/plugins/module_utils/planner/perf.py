@@ -12,7 +12,7 @@ import functools
 import math
 from dataclasses import dataclass, field, replace
 
-from . import data
+from . import data, skew
 
 GEMM_DTYPE = {"bf16": "bf16", "fp4": "fp4"}  # int4 (W4A16) computes in BF16 after dequantizing: the bf16 figures
 
@@ -266,6 +266,7 @@ class Eff:
     notes: tuple = field(default_factory=tuple)
     calibrated: str = ""  # set when measured figures replaced the assumptions
     mla: MlaFit | None = None  # MLA models: the measured decode attention block (None: GEMMs + attention apart)
+    routing_skew: float = 0.0  # power-law alpha of the experts' loads (skew.py); 0: uniform routing
 
     @property
     def moe_compute(self) -> float:
@@ -362,6 +363,7 @@ def efficiencies(gpu: dict, model: dict, weights: str, kv_dtype: str) -> Eff:
 def with_policy(eff: Eff, pol: dict) -> tuple[Eff, list[str]]:
     """policy prefill_mfu / decode_mbu, when set, replace every compute / bandwidth efficiency."""
     why = []
+    eff = replace(eff, routing_skew=skew.alpha_of(pol.get("expert_routing_skew")))
     c, b = pol.get("prefill_mfu"), pol.get("decode_mbu")
     if c is not None:
         eff = replace(

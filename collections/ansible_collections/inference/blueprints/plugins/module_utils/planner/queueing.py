@@ -113,7 +113,7 @@ def _mgc_scale(c: int, rho: float, cv2: float) -> float:
     return cv2 + (1 - cv2) * md
 
 
-def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0) -> SlotWait:
+def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0, hold_full: float = 0.0) -> SlotWait:
     """An M/G/c queue for one rank's sequence slots (``slots`` = max_num_seqs servers, Poisson arrivals at ``lam``,
     each request holding a slot ``hold`` seconds on average with squared coefficient of variation ``cv2``): an arrival
     waits with probability C (Erlang C, M/M/c), and a wait that happens is exponential with the M/M/c mean
@@ -126,8 +126,27 @@ def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0) -> SlotWait
         return SlotWait(0.0, 0.0, math.inf)
     if math.isinf(hold) or offered >= slots:
         return SlotWait(offered / slots if not math.isinf(hold) else math.inf, 1.0, 0.0)
-    rate = (slots / hold - lam) / _mgc_scale(slots, offered / slots, cv2)
-    return SlotWait(offered / slots, erlang_c(slots, offered), rate)
+    # a wait happens when every slot is busy: the slots then turn over at the full rank's pace (``hold_full``, its
+    # steps at every slot decoding), slower than the mean hold's
+    drain = slots / max(hold, hold_full) - lam
+    if drain <= 0:  # full, the slots free slower than requests arrive: the queue does not drain
+        return SlotWait(max(1.0, offered / slots), 1.0, 0.0)
+    return SlotWait(offered / slots, erlang_c(slots, offered), drain / _mgc_scale(slots, offered / slots, cv2))
+
+
+def jsq_wait(central: SlotWait, slots: int, hold: float, cv2: float = 1.0) -> SlotWait:
+    """The wait for a slot when a least-loaded router sends each arrival to one of several members of ``slots``
+    servers each (holds of ``hold`` seconds when every slot is busy, squared CV ``cv2``), ``central`` the queue of all
+    their servers (``slot_wait``). An arrival waits about as often as there (Erlang C: it waits only when every member
+    is busy), but a
+    request that waits is committed to its member and waits for one of that member's ``slots`` to free, the residual
+    of the first of them, (1 + cv2) / 2 x hold / slots on average, not for the first of all the servers; deeper queues
+    (near saturation) wait as the central queue's M/G/c. Checked against a simulation of join-the-shortest-queue in
+    tests/unit/planner/test_queue_sim.py (a 64k-token prefill pool: the central queue alone halved the wait)."""
+    if not central.stable or central.prob <= 0 or central.rate <= 0 or math.isinf(central.rate):
+        return central
+    residual = (1 + max(0.0, cv2)) / 2 * hold / max(1, slots)
+    return SlotWait(central.rho, central.prob, 1 / max(1 / central.rate, residual))
 
 
 def lognormal_cv2(mean: float, p95: float) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
-from . import perf, units
+from . import perf, routing, units
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
@@ -50,6 +50,7 @@ class Demand:
     sessions: int | None
     work: lt.Workload
     util: float
+    router: str = "random"  # policy router: which ranks share one queue (routing.shared_queue)
 
     @property
     def open(self) -> bool:
@@ -157,7 +158,13 @@ def workload(run: Run) -> lt.Workload:
 
 def demand(run: Run) -> Demand:
     t = run.traffic
-    return Demand(t["arrival_rate_rps"], t["concurrent_sessions"], workload(run), run.pol["target_utilization"])
+    return Demand(
+        t["arrival_rate_rps"],
+        t["concurrent_sessions"],
+        workload(run),
+        run.pol["target_utilization"],
+        run.pol.get("router") or "random",
+    )
 
 
 def efficiencies(run: Run, c: EngineCtx, hw: Hardware) -> tuple[perf.Eff, list[str]]:
@@ -326,9 +333,10 @@ def _headroom_rule(cand: Candidate, c: EngineCtx) -> str:
 
 def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> lt.Point:
     """One rank's latency when ``ranks`` ranks share the traffic; under open traffic the wait for one of its ``batch``
-    sequence slots is in its TTFT. Engines split the arrivals evenly (the router; llm-d's load-aware scoring does
-    better); the DP ranks of one engine share one queue: KServe's presets start vLLM without an external or hybrid
-    DP load balancer, so vLLM's own sends each request to the rank with the least waiting and running work."""
+    sequence slots is in its TTFT. The DP ranks of one engine share one queue: KServe's presets start vLLM without an
+    external or hybrid DP load balancer, so vLLM's own sends each request to the rank with the least waiting and
+    running work; engines share it too when the router sends each request to the least loaded engine (policy
+    ``router: least_loaded``, llm-d's picker), not with an even random split (``random``)."""
     if not dem.open:
         per_rank = max(1.0, (dem.sessions or 0) / ranks)
         p = lt.aggregated(em, min(batch, per_rank), dem.work)
@@ -344,8 +352,10 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
             e2e=p.e2e + wait,
         )
     lam = dem.lam / ranks
+    servers = routing.shared_queue(dem.router, dem.lam, ranks // em.lay.dp, em.lay.dp)[1]
+    pre = routing.prefill_servers(dem.router, servers)
     b = min(float(batch), max(1.0, lam * full.e2e))
-    p = lt.aggregated(em, b, dem.work, lam)
+    p = lt.aggregated(em, b, dem.work, lam, servers=pre)
     for _dummy in range(4):
         if not p.stable:
             break
@@ -353,8 +363,9 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
         if abs(nb - b) < 0.5:
             break
         b = nb
-        p = lt.aggregated(em, b, dem.work, lam)
-    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, em.lay.dp)
+        p = lt.aggregated(em, b, dem.work, lam, servers=pre)
+    jsq = routing.jsq(dem.router, servers, em.lay.dp)
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e if pre > 1 else 0.0)
 
 
 def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
@@ -536,7 +547,7 @@ def settle_decode(sz_: Sizer, cand: Candidate, prefill: Candidate, lam: float) -
 
     def at(c: int) -> tuple[float, float]:  # (TPOT of a full rank, TTFT p95 with the decode slot wait) / SLOs
         full = lt.decode_only(em, c, dem.work) if c != cand.batch else cand.full
-        sw = lt.slot_wait(lam / cand.replicas, c * lay.dp, full.e2e, dem.work.hold_cv2)
+        sw = _decode_slots(dem, lam, (cand.replicas, lay.dp), c, full.e2e)
         return full.tpot_p95 / slo_tpot, lt.with_wait_p95(pl.ttft_p50, pl.ttft_p95, sw) / slo_ttft
 
     hi = cand.batch
@@ -692,7 +703,7 @@ def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
         # the fewest replicas whose ranks find a free slot at once for all but DECODE_SLOT_WAIT of arrivals (a prompt
         # that arrives as KV waits for one like any request); the hold is the decode time of a full rank
         def free(n: int) -> bool:
-            return lt.slot_wait(lam / n, b * lay.dp, full.e2e, dem.work.hold_cv2).prob <= DECODE_SLOT_WAIT
+            return _decode_slots(dem, lam, (n, lay.dp), b, full.e2e).prob <= DECODE_SLOT_WAIT
 
         reps = _smallest(free, math.ceil(inflight / (b * lay.dp) - 1e-9), max(4 * reps, 64)) or reps
     cand.replicas, cand.gpus, cand.engine = reps, reps * lay.world, em
@@ -707,13 +718,23 @@ def decode_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
     per_rank = max(1.0, min(float(b), inflight / (reps * lay.dp)))
     load = lt.decode_only(cand.engine, per_rank, dem.work)
     if dem.open:
-        load = replace(load, slots=lt.slot_wait(lam / reps, b * lay.dp, cand.full.e2e, dem.work.hold_cv2))
+        load = replace(load, slots=_decode_slots(dem, lam, (reps, lay.dp), b, cand.full.e2e))
     return load
+
+
+def _decode_slots(dem: Demand, lam: float, engines: tuple, batch: int, hold: float) -> lt.SlotWait:
+    """The wait for a decode slot when ``engines`` = (replicas, DP ranks each) of ``batch`` slots carry ``lam``."""
+    reps, dp = engines
+    q_lam, ranks = routing.shared_queue(dem.router, lam, reps, dp)
+    sw = lt.slot_wait(q_lam, batch * ranks, hold, dem.work.hold_cv2)
+    return lt.jsq_wait(sw, batch, hold, dem.work.hold_cv2) if routing.jsq(dem.router, ranks, dp) else sw
 
 
 def prefill_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
     """One prefill rank's latency when ``reps`` engines of the candidate carry the traffic."""
-    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer)
+    q_lam, ranks = routing.shared_queue(dem.router, lam, reps, cand.lay.dp)
+    pre = routing.prefill_servers(dem.router, ranks)
+    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer, servers=pre)
 
 
 def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:

@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 inference.blueprints maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# ruff: noqa: UP009
+"""The planner's chosen pools of a grid point as fleets for the queue simulation (queue_sim.py), next to the
+planner's closed-form figures for them (issue 36 item 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import search
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
+
+from tests.unit.planner import queue_sim as qs
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pool of a plan: the fleet to simulate, its traffic and the planner's TTFT / TPOT p95 for it (seconds;
+    TPOT None for a P/D prefill pool)."""
+
+    fleet: qs.Fleet
+    lam: float
+    prompt: tuple
+    output: tuple
+    ttft_p95: float
+    tpot_p95: float | None
+
+
+def _step_fn(em, w, decode: bool):
+    ctx_dec = w.prompt_mean + w.output_mean / 2
+    cache: dict = {}
+
+    def step(decodes: int, tokens: int) -> float:
+        key = (decodes, -(-tokens // 32) * 32)  # prefill tokens to 32: the step-time grid, not the queue
+        t = cache.get(key)
+        if t is None:
+            t = cache[key] = em.step(float(decodes), float(key[1]), ctx_dec if decodes else 0.0, w.prompt_mean / 2)
+        return t
+
+    return step
+
+
+def cases(inp: dict) -> list[Case]:
+    """The aggregated pool the planner sizes for the inputs and, when a P/D option exists, its prefill pool."""
+    run = Run(normalize(inp))
+    c = EngineCtx(run.n, run.gpu, inp.get("weights", "auto"), inp.get("kv_cache_dtype", "auto"), None)
+    hw = search.Hardware(run.gpu, run.gpn, run.nodes, run.n["interconnect"])
+    dem = search.demand(run)
+    w, router = dem.work, dem.router
+    prompt, output = (w.prompt_mean, w.prompt_p95), (w.output_mean, w.output_p95 or w.output_mean)
+    out = []
+    s = search.search_serve(run, c, hw)
+    ch = s.chosen if s else None
+    if ch is not None and ch.ok and ch.load is not None:
+        em = ch.engine or search.lt.EngineModel(c, ch.lay, s.eff, hw.topo())
+        extra = em.prefill_overhead()
+        fleet = qs.Fleet(ch.replicas, ch.lay.dp, ch.batch, router, _step_fn(em, w, True), w.budget, True, extra)
+        out.append(Case(fleet, dem.lam, prompt, output, ch.load.ttft_p95, ch.load.tpot_p95))
+    dis = search.search_disagg(run, (c, c), (hw, hw), dem.lam)
+    p = dis.prefill
+    if p is not None and p.ok:
+        em = p.engine
+        extra = em.prefill_overhead() + p.transfer
+        fleet = qs.Fleet(p.replicas, p.lay.dp, 256, router, _step_fn(em, w, False), w.budget, False, extra)
+        out.append(Case(fleet, dem.lam, prompt, output, p.load.ttft_p95, None))
+    return out
