@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_pin
+from . import burst_exposure, burst_pin
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -260,16 +260,19 @@ def ingress(site: dict, out: dict, me: dict) -> dict:
                 "timeouts": {"request": opts["burst_routing_request_timeout"]},
             }
         )
+    gateway = {
+        **_gateway(opts),
+        "listener": "https",
+        "hostname": gw["hostname"],
+        "port": gw["port"],
+        "certificate": gw["certificate"]["secret"],
+    }
     return {
-        "gateway": {
-            **_gateway(opts),
-            "listener": "https",
-            "hostname": gw["hostname"],
-            "port": gw["port"],
-            "certificate": gw["certificate"]["secret"],
-        },
+        "gateway": gateway,
         "local": local,
         "route": {"name": backend_name(site, "burst-ingress"), "hostnames": [gw["hostname"]], "rules": rules},
+        # the hostname reaches this listener through the OpenShift router (burst_exposure.py)
+        "exposure": burst_exposure.build(site, gateway, backend_name(site, "burst-ingress")),
     }
 
 
