@@ -79,6 +79,26 @@ def _bare_python(where: Path, *paths: Path) -> Path:
     return python
 
 
+def test_the_tarballs_playbooks_import_each_other_by_a_file_beside_them(tarball):
+    """galaxy-importer extracts the tarball under ansible_collections/placeholder_namespace/placeholder_name and
+    lints it there, where an import by FQCN (inference.blueprints.clusters) finds nothing: 12 warnings 'Failed to
+    find inference.blueprints.<playbook> playbook' (issue 35 item 5; test_galaxy.py runs the importer itself). An
+    import by file name resolves beside the importing playbook, wherever the collection is installed."""
+    with tarfile.open(tarball) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    playbooks = {n: yaml.safe_load(t) for n, t in files.items() if n.startswith("playbooks/") and n.count("/") == 1}
+    imports = [
+        (name, play[key])
+        for name, plays in playbooks.items()
+        for play in plays or []
+        for key in ("ansible.builtin.import_playbook", "import_playbook")
+        if isinstance(play, dict) and key in play
+    ]
+    assert imports, "the site playbook imports the stage playbooks"
+    unresolved = [f"{name}: {target}" for name, target in imports if f"playbooks/{target}" not in playbooks]
+    assert not unresolved, "imports that name no playbook file beside them:\n" + "\n".join(unresolved)
+
+
 @pytest.fixture(scope="module")
 def installed(wheel, tarball, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """{kind: (python, where the collection was installed)} for the wheel and the Galaxy tarball."""

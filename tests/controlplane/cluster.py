@@ -142,6 +142,9 @@ OPENSHIFT_NAMESPACES = [
     "openshift-operators",
     "openshift-user-workload-monitoring",
 ]
+# Namespaces of the prerequisites the plane stands in for by serving their CRDs: Envoy Gateway's controller
+# namespace (its Helm chart's default), where it creates each proxy's Service and a burst cluster's Route points
+PREREQUISITE_NAMESPACES = ["envoy-gateway-system"]
 
 
 class ControlPlaneError(RuntimeError):
@@ -586,7 +589,7 @@ class ControlPlane:
         osh = p["openshift"]
         from simulator import CONFIG_NAME, CONFIG_NAMESPACE
 
-        for ns in [*OPENSHIFT_NAMESPACES, CONFIG_NAMESPACE]:
+        for ns in [*OPENSHIFT_NAMESPACES, *PREREQUISITE_NAMESPACES, CONFIG_NAMESPACE]:
             self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         self._flush()  # namespaces first
         self.apply(

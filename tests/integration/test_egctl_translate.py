@@ -36,11 +36,11 @@ EGCTL = ROOT / ".cache" / "bin" / "egctl"
 EG_KINDS = {
     "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute", "Namespace", "Service",
     "ClientTrafficPolicy", "BackendTrafficPolicy", "SecurityPolicy", "EnvoyExtensionPolicy", "HTTPRouteFilter",
-    "Backend", "Secret", "ConfigMap", "BackendTLSPolicy", "ReferenceGrant",
+    "Backend", "Secret", "ConfigMap", "BackendTLSPolicy", "ReferenceGrant", "EnvoyProxy",
 }  # fmt: skip
 
 
-def _egctl(objs: list[dict], tmp_path: Path) -> dict:
+def _egctl(objs: list[dict], tmp_path: Path, to: str = "gateway-api,xds") -> dict:
     if not EGCTL.exists():
         raise AssertionError(f"{EGCTL} is missing: run `make egctl` (builds Envoy Gateway's egctl from its Go module)")
     path = tmp_path / "in.yaml"
@@ -53,7 +53,7 @@ def _egctl(objs: list[dict], tmp_path: Path) -> dict:
             "--from",
             "gateway-api",
             "--to",
-            "gateway-api,xds",
+            to,
             "-o",
             "json",
             "-f",

@@ -177,3 +177,35 @@ def test_gitops_tree_is_byte_identical_and_every_object_passes_strict_dry_run(re
     assert not refused, "\n".join(refused)
     kinds = {o["kind"] for o in objs}
     assert {"Application", "AppProject", "LLMInferenceService"} <= kinds, kinds
+
+
+def _scope_problems(dyn, objs) -> list[str]:
+    """Objects whose metadata.namespace disagrees with their kind's scope as the API server serves it: a
+    cluster-scoped kind naming a namespace, or a namespaced kind naming none (kubectl would put it in the
+    namespace of whoever applies it). Kinds the local plane does not serve are not judged here."""
+    problems = []
+    for obj in objs:
+        if (group_of(obj), obj["kind"]) in NOT_SERVED_LOCALLY:
+            continue
+        namespaced = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).namespaced
+        ns = obj["metadata"].get("namespace")
+        if namespaced != bool(ns):
+            scope = "namespaced" if namespaced else "cluster-scoped"
+            problems.append(f"{obj['apiVersion']} {obj['kind']} {obj['metadata']['name']} is {scope}, namespace={ns!r}")
+    return problems
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("delivery", ["render", "gitops"])
+@pytest.mark.parametrize("inventory", sorted(EXAMPLES))
+def test_every_written_object_carries_a_namespace_exactly_when_its_kind_is_namespaced(
+    rendered, cluster_factory, inventory, delivery
+):
+    """Issue 35 item 5: the render tree gave the cluster-scoped ValidatingAdmissionPolicy and its binding the
+    serving namespace. Judged by the local control plane's discovery, over every file of both trees."""
+    render_dir, run = rendered(inventory, delivery)
+    assert run.rc == 0, run.failure_messages()
+    objs = [o for _, o in load_rendered(render_dir) if o["kind"] != "Kustomization"]
+    dyn = dynamic.DynamicClient(cluster_factory(EXAMPLES[inventory]).new_api_client())
+    problems = _scope_problems(dyn, objs)
+    assert not problems, "\n".join(problems)

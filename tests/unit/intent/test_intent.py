@@ -393,13 +393,11 @@ def test_defect7_roce_pods_get_the_rdma_network_and_gid_detection(tmp_path):
 
 def test_rdma_pods_name_the_network_the_platform_creates(tmp_path):
     """Every RDMA pod's Multus annotation names a NetworkAttachmentDefinition the platform makes the
-    operator render: the MacvlanNetwork's (shared mode; without a master it takes the default-route
-    interface, and the platform notes say so) or the SriovNetwork's. A name nobody creates would keep
-    every pod from starting."""
+    operator render: the MacvlanNetwork's (shared mode, on the ConnectX port the site names) or the
+    SriovNetwork's. A name nobody creates would keep every pod from starting."""
     intent = _disaggregated_chat(tmp_path, {})
     (net,) = by_kind(objects_of(intent, "platform"), "MacvlanNetwork")
-    assert "master" not in net["spec"]
-    assert any("network_operator_macvlan_master is empty" in n for n in intent["platform"]["notes"])
+    assert net["spec"]["master"] == "ens8f0np0"
     svc = by_kind(objects_of(intent), "LLMInferenceService")[0]
     assert svc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
         f"{net['spec']['networkNamespace']}/{net['metadata']['name']}"
@@ -481,3 +479,18 @@ def test_the_layout_annotation_says_what_the_plan_summary_says(intents):
                 for role, pool in plan["pools"].items():
                     if pool:
                         assert f"{role} {pool['replicas']} x {pool['gpus_per_replica']} {pool['gpu']}" in layout
+
+
+def test_a_roce_site_that_does_not_name_the_connectx_port_is_refused(tmp_path):
+    """Issue 32 item 4: the MacvlanNetwork was rendered without master, so macvlan enslaved each node's
+    default-route interface and the pods had no RoCE path. No cluster fact names the port: the site must."""
+    with pytest.raises(cli.CliError) as err:
+        _disaggregated_chat(tmp_path, {"network_operator_macvlan_master": ""})
+    msg = str(err.value)
+    assert msg.startswith("network_operator_macvlan_master: required")
+    assert "default-route interface" in msg and "ConnectX port" in msg
+    # SR-IOV mode enslaves no host interface: nothing to name
+    sriov = _disaggregated_chat(
+        tmp_path / "sriov", {"network_operator_macvlan_master": "", "network_operator_mode": "sriov"}
+    )
+    assert by_kind(objects_of(sriov, "platform"), "SriovNetwork")

@@ -32,6 +32,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import (
     applied_record,
     claims,
     k8s_wait,
+    kind_scope,
     ownership,
     removal_guard,
 )
@@ -130,34 +131,6 @@ _RANK = {
     "APIService": 5,
 }
 _OTHER_RANK = 4
-
-# Kinds that are cluster-scoped in every cluster we target; used only when rendering offline,
-# where there is no discovery to ask.
-CLUSTER_KINDS = frozenset(
-    {
-        "Namespace",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "ClusterPolicy",
-        "NicClusterPolicy",
-        "DataScienceCluster",
-        "DSCInitialization",
-        "GatewayClass",
-        "PinnedImageSet",
-        "MachineConfigPool",
-        "MachineConfig",
-        "ImageDigestMirrorSet",
-        "ClusterVersion",
-        "Infrastructure",
-        "StorageClass",
-        "PriorityClass",
-        "NVIDIADriver",
-        "HostDeviceNetwork",
-        "MacvlanNetwork",
-        "IPoIBNetwork",
-    }
-)
 
 # Keys under which the API server rewrites resource quantities in canonical form
 # ("0.5" -> "500m"); values there compare as quantities.
@@ -407,10 +380,8 @@ def render_files(objs, namespace):
     dumper = _dumper()
     # plain types: objects templated in-process carry Ansible's tagged str/dict subclasses
     for obj in json.loads(json.dumps(objs)):
-        meta = dict(obj["metadata"])
-        if namespace and not meta.get("namespace") and obj["kind"] not in CLUSTER_KINDS:
-            meta["namespace"] = namespace
-        obj = {**obj, "metadata": meta}
+        # offline: the kind's scope from the one table (module_utils/kind_scope.py)
+        obj = kind_scope.placed(obj, namespace)
         out.append((obj, render_rel(obj), yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False)))
     return out
 

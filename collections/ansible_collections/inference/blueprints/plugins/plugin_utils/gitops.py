@@ -16,7 +16,7 @@ import json
 import os
 
 import yaml
-from ansible_collections.inference.blueprints.plugins.module_utils import ownership, render_tree
+from ansible_collections.inference.blueprints.plugins.module_utils import kind_scope, ownership, render_tree
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import gitops as gitops_mod
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import waits as waits_mod
 from ansible_collections.inference.blueprints.plugins.plugin_utils import platform as platform_render
@@ -59,8 +59,11 @@ def component_objects(intent: dict, component: str) -> list[dict]:
         ops = platform_render.render_phase(intent, "operators", [component])["objects"]
         for obj in ops:
             obj.setdefault("metadata", {}).setdefault("annotations", {})[WAVE] = "-1"
-        return ops + platform_render.render_phase(intent, "operands", [component])["objects"]
-    return render.render_component(component, intent)
+        objs, namespace = ops + platform_render.render_phase(intent, "operands", [component])["objects"], None
+    else:
+        objs, namespace = render.render_component(component, intent), intent["serving"]["namespace"]
+    # placed as delivery=render places them (module_utils/kind_scope.py): no namespace on a cluster-scoped kind
+    return [kind_scope.placed(obj, namespace) for obj in objs]
 
 
 def _application(g: dict, app: dict, labels: dict) -> dict:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_pin, inventory, limits, scheduler
+from . import burst_exposure, burst_pin, inventory, limits, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -295,16 +295,19 @@ def ingress(site: dict, intent: dict, out: dict, me: dict) -> dict:
                 ),
             }
         )
+    gateway = {
+        **_gateway(opts),
+        "listener": "https",
+        "hostname": gw["hostname"],
+        "port": gw["port"],
+        "certificate": gw["certificate"]["secret"],
+    }
     return {
-        "gateway": {
-            **_gateway(opts),
-            "listener": "https",
-            "hostname": gw["hostname"],
-            "port": gw["port"],
-            "certificate": gw["certificate"]["secret"],
-        },
+        "gateway": gateway,
         "local": local,
         "route": {"name": backend_name(site, "burst-ingress"), "hostnames": [gw["hostname"]], "rules": rules},
+        # the hostname reaches this listener through the OpenShift router (burst_exposure.py)
+        "exposure": burst_exposure.build(site, gateway, backend_name(site, "burst-ingress")),
     }
 
 

@@ -509,11 +509,19 @@ class _Builder:
                 "mtu": o[p + "mtu"],
                 "ipam": ipam,
             }
-            if not o[p + "macvlan_master"]:
-                self.notes.append(
-                    "network_operator_macvlan_master is empty: the MacvlanNetwork "
-                    f"{net_ns}/{o[p + 'network_name']} enslaves the node's default-route interface (macvlan CNI "
-                    "default); set it to the ConnectX port name when the default route is not on the RDMA NIC."
+            if not o[p + "macvlan_master"] and "network_operator" in self.components:
+                # without a master the macvlan CNI enslaves the default-route interface: no RoCE path unless that
+                # happens to be the ConnectX port, and no cluster fact names the port (NFD labels carry no names)
+                raise SchemaError(
+                    [
+                        (
+                            p + "macvlan_master",
+                            f"required: the pods of this site move KV cache over RoCE through the MacvlanNetwork "
+                            f"{net_ns}/{o[p + 'network_name']}, and an empty master makes macvlan enslave each "
+                            "node's default-route interface; set it to the host interface name of the ConnectX "
+                            "port (for example ens8f0np0), or set network_operator_mode: sriov",
+                        )
+                    ]
                 )
         if sriov:
             out["sriov"] = {
