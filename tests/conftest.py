@@ -96,7 +96,10 @@ def cluster_factory():
     instances: dict[str, ControlPlane] = {}
 
     def factory(
-        profile: str = DEFAULT_PROFILE, name: str | None = None, kserve: bool | None = None, kserve_flavor: str | None = None
+        profile: str = DEFAULT_PROFILE,
+        name: str | None = None,
+        kserve: bool | None = None,
+        kserve_flavor: str | None = None,
     ) -> ControlPlane:
         key = name or profile
         cp = instances.get(key)

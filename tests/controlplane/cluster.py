@@ -209,7 +209,11 @@ class ControlPlane:
         for path, how in (
             (kwok_agent.BINARY, "builds kwok, the node agent"),
             (lws_controller.BINARY, "builds the LeaderWorkerSet controller"),
-            *([(kserve_controller.binary(self.kserve_flavor), "builds the KServe controller")] if self.kserve_enabled else []),
+            *(
+                [(kserve_controller.binary(self.kserve_flavor), "builds the KServe controller")]
+                if self.kserve_enabled
+                else []
+            ),
         ):
             if not path.exists():
                 target = "kserve-rhoai" if path == kserve_controller.binary("rhoai") else "controlplane"

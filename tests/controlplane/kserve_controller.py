@@ -225,7 +225,9 @@ class KServeController(Component):
         """What the install has before the controller runs, then the process (main thread)."""
         rhoai = self.flavor == "rhoai"
         if rhoai:
-            self.missing("builds OpenShift AI's KServe (make kserve-rhoai: cmd/llmisvc of the rhoai-3.5 snapshot, -tags distro)")
+            self.missing(
+                "builds OpenShift AI's KServe (make kserve-rhoai: cmd/llmisvc of the rhoai-3.5 snapshot, -tags distro)"
+            )
         else:
             self.missing(f"builds {MODULE}/cmd/llmisvc {module_version()} from the Go module")
         cp = self.cp
@@ -252,7 +254,11 @@ class KServeController(Component):
         else:
             self._conversions = [
                 pool.submit(
-                    cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
+                    cp._call,
+                    "PATCH",
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}",
+                    patch,
+                    patch=True,
                 )
                 for crd, patch in conversion_patches(self.webhook_port, self._ca_bundle).items()
             ]

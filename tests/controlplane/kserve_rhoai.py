@@ -69,7 +69,9 @@ class RhoaiError(RuntimeError):
 def source_dir() -> Path:
     """The unpacked fork (written by mk/kserve-rhoai.mk)."""
     if not SOURCE_FILE.is_file():
-        raise RhoaiError(f"{SOURCE_FILE} is missing: run `make kserve-rhoai` (unpacks and builds OpenShift AI's KServe)")
+        raise RhoaiError(
+            f"{SOURCE_FILE} is missing: run `make kserve-rhoai` (unpacks and builds OpenShift AI's KServe)"
+        )
     src = Path(SOURCE_FILE.read_text().strip())
     if not (src / "go.mod").is_file():
         raise RhoaiError(f"{src} (named by {SOURCE_FILE}) holds no go.mod: run `make kserve-rhoai` again")
@@ -159,7 +161,9 @@ def security_context_constraints() -> list[dict]:
 def service_ca_secret(pki: Path) -> list[dict]:
     """The service CA's signing Secret (namespace + Secret), holding the instance's CA."""
     ns, name = SERVICE_CA
-    data = {k: base64.b64encode((pki / f).read_bytes()).decode() for k, f in (("tls.crt", "ca.crt"), ("tls.key", "ca.key"))}
+    data = {
+        k: base64.b64encode((pki / f).read_bytes()).decode() for k, f in (("tls.crt", "ca.crt"), ("tls.key", "ca.key"))
+    }
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
         {
@@ -205,6 +209,8 @@ def prepare(cp, wait) -> None:
         for scc in security_context_constraints():
             _create(cp, scc, "securitycontextconstraints")
     # the controller decides at start whether to own DestinationRules (discovery): the CRD must be served
-    groups = {crd["spec"]["group"] + "/" + v["name"] for crd in istio_crds() for v in crd["spec"]["versions"] if v["served"]}
+    groups = {
+        crd["spec"]["group"] + "/" + v["name"] for crd in istio_crds() for v in crd["spec"]["versions"] if v["served"]
+    }
     for gv in groups:
         wait(lambda gv=gv: _served(cp, gv), f"{gv} served", 120)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import kserve_rhoai
+from controlplane import kserve_controller, kserve_rhoai
 from controlplane.cluster import DEFAULT_PROFILE
 from controlplane.test_kserve_controller import (
     ROUTER,
@@ -33,7 +33,6 @@ from controlplane.test_kserve_controller import (
     wait_for,
     wait_ready,
 )
-from controlplane import kserve_controller
 
 pytestmark = pytest.mark.cluster
 

@@ -30,7 +30,8 @@ LMCACHE_CONFIG_DIR = "/etc/lmcache"
 KSERVE_POD_SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of", "kserve.io/component")
 # The pool label KServe's role values use (llm-d.ai/role: both | prefill | decode).
 ROLE_LABEL = "llm-d.ai/role"
-# OpenShift AI's per-service auth switch (red-hat-data-services/kserve rhoai-3.5 pkg/constants/constants_odh.go ODHKserveRawAuth)
+# OpenShift AI's per-service auth switch (red-hat-data-services/kserve rhoai-3.5,
+# pkg/constants/constants_odh.go ODHKserveRawAuth)
 OPENSHIFT_AI_AUTH_ANNOTATION = "security.opendatahub.io/enable-auth"
 
 
