@@ -25,7 +25,7 @@ What OpenShift itself provides and the controller reads at start (``*_odh.go``):
   go.mod requires, ``kubernetes/customresourcedefinitions.gen.yaml``): the controller owns
   DestinationRules only when the CRD is served (``controller_setup_odh.go``);
 * the service CA's signing Secret ``openshift-service-ca/signing-key`` (``workload_tls_cert_odh.go``:
-  the workloads' serving certificates are signed with it): here the instance's CA.
+  the workloads' serving certificates are signed with it): here an RSA CA made per instance.
 
 The Route CRD (``route.openshift.io``) is already in the bundle (crdsources).
 """
@@ -33,6 +33,7 @@ The Route CRD (``route.openshift.io``) is already in the bundle (crdsources).
 from __future__ import annotations
 
 import base64
+import datetime
 import functools
 import subprocess
 from pathlib import Path
@@ -158,20 +159,42 @@ def security_context_constraints() -> list[dict]:
     return [d | {"metadata": {"name": d["metadata"]["name"]}} for d in _of("SecurityContextConstraints")]
 
 
-def service_ca_secret(pki: Path) -> list[dict]:
-    """The service CA's signing Secret (namespace + Secret), holding the instance's CA."""
-    ns, name = SERVICE_CA
-    data = {
-        k: base64.b64encode((pki / f).read_bytes()).decode() for k, f in (("tls.crt", "ca.crt"), ("tls.key", "ca.key"))
-    }
+def service_ca_secret(out_dir: Path) -> list[dict]:
+    """The service CA's signing Secret (namespace + Secret): an RSA CA of the instance's own, as OpenShift's
+    service-ca operator keeps one (the fork signs with SHA256WithRSA, so an EC key is refused)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "openshift-service-serving-signer")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "service-ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    ns, secret = SERVICE_CA
+    data = {"tls.crt": cert.public_bytes(serialization.Encoding.PEM), "tls.key": pem_key}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
         {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "kubernetes.io/tls",
-            "metadata": {"name": name, "namespace": ns},
-            "data": data,
+            "metadata": {"name": secret, "namespace": ns},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
         },
     ]
 
@@ -200,7 +223,7 @@ def prepare(cp, wait) -> None:
     docstring). ``wait(pred, what, timeout)`` is the component's wait."""
     for crd in istio_crds():
         _create(cp, crd, "customresourcedefinitions")
-    ns, secret = service_ca_secret(cp.workdir / "pki")
+    ns, secret = service_ca_secret(cp.workdir / "kserve")
     _create(cp, ns, "namespaces")
     _create(cp, secret, "secrets")
     for role in scc_cluster_roles():
