@@ -14,10 +14,12 @@
 # The unpacked tree's path is written to .cache/kserve-rhoai/source: kserve_rhoai.py reads the
 # fork's install (config/overlays/odh, rendered by `kubectl kustomize`) and CRDs from there.
 #
-# Build times on this 2-core machine (8 helpers building and testing at once, load 8-14), with the
-# Go module and build caches already warm from upstream KServe v0.20.0, kcp and the other components:
-#   first build (go mod tidy 116 s + go build -tags distro RHOAI_FIRST_S s): see docs/upstream.md
-#   warm rebuild (nothing changed in the fork or go.mod): RHOAI_WARM_S s
+# Build times measured 2026-11-28 on this 2-core machine while ~8 helpers built and tested (load 40-44):
+#   first build ("cold" here: the Go module cache held most modules, the build cache had upstream KServe
+#   v0.20.0 built with cgo on, which this CGO_ENABLED=0 build does not reuse): module download + go mod
+#   tidy 116 s, then go build -tags distro 2001 s (33 min; about a third of that on an idle machine);
+#   warm rebuild (build cache filled, go.mod unchanged): 62 s (mostly the link of a 132 MB binary).
+# A truly empty Go build cache was not measured (it would cost every helper here half an hour of CPU).
 # Each build appends its seconds to .cache/kserve-rhoai/build-times.jsonl.
 .PHONY: kserve-rhoai kserve-rhoai-tidy
 
