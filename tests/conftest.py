@@ -30,7 +30,7 @@ Fixtures
     The cluster is shared by the whole session: use your own namespaces, and call
     ``clear_never_ready()`` when you set entries.
 
-``cluster_factory(profile="h100-8x2-rdma", name=None, kserve=None)`` (session)
+``cluster_factory(profile="h100-8x2-rdma", name=None, kserve=None, kserve_flavor=None)`` (session)
     Starts (once per ``name or profile``) and returns another instance, e.g.
     ``cluster_factory("sno-rtx-pro-6000")`` or two of one profile for multi-cluster
     blueprints: ``cluster_factory("h100-8x2-rdma", name="burst")``. All are stopped at the
@@ -39,6 +39,8 @@ Fixtures
     ``kserve=True`` runs the real KServe LLMInferenceService controller in that instance
     (``cluster.kserve``; the simulator then leaves LLMInferenceService status to KServe);
     ``None`` follows the ``KCP_KSERVE`` environment variable (off unless set to 1).
+    ``kserve_flavor="upstream"`` runs upstream KServe v0.20.0 instead of OpenShift AI 3.5's build
+    (``"rhoai"``, the default: ``KCP_KSERVE_FLAVOR``, tests/controlplane/kserve_controller.py).
 
 If the control plane binary is missing or does not start, these fixtures raise
 ``ControlPlaneError``: the tests fail, they never skip. ``make pytest`` builds it first.
@@ -111,16 +113,23 @@ def pytest_runtest_makereport(item, call):
 def cluster_factory():
     instances: dict[str, ControlPlane] = {}
 
-    def factory(profile: str = DEFAULT_PROFILE, name: str | None = None, kserve: bool | None = None) -> ControlPlane:
+    def factory(
+        profile: str = DEFAULT_PROFILE,
+        name: str | None = None,
+        kserve: bool | None = None,
+        kserve_flavor: str | None = None,
+    ) -> ControlPlane:
         key = name or profile
         cp = instances.get(key)
         if cp is None:
-            cp = ControlPlane(profile, kserve=kserve)
+            cp = ControlPlane(profile, kserve=kserve, kserve_flavor=kserve_flavor)
             instances[key] = cp.start()
         elif cp.profile_name != profile:
             raise ValueError(f"instance {key!r} already runs profile {cp.profile_name!r}")
         elif kserve is not None and cp.kserve_enabled != kserve:
             raise ValueError(f"instance {key!r} already runs with kserve={cp.kserve_enabled}")
+        elif kserve_flavor is not None and cp.kserve_flavor != kserve_flavor:
+            raise ValueError(f"instance {key!r} already runs KServe flavor {cp.kserve_flavor!r}")
         return cp
 
     def release(key: str) -> None:

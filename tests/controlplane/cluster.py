@@ -172,6 +172,7 @@ class ControlPlane:
         binary: Path = BINARY,
         crds: Path = CRDS,
         kserve: bool | None = None,
+        kserve_flavor: str | None = None,
     ):
         self.profile_name = profile
         self.profile = load_profile(profile)
@@ -184,6 +185,8 @@ class ControlPlane:
         # The real KServe controller (None: the KCP_KSERVE environment variable decides).
         self.kserve_enabled = kserve_controller.enabled_by_default() if kserve is None else kserve
         self.kserve: kserve_controller.KServeController | None = None
+        # Which KServe (rhoai | upstream; None: KCP_KSERVE_FLAVOR, else kserve_controller.DEFAULT_FLAVOR).
+        self.kserve_flavor = kserve_controller.flavor(kserve_flavor)
         self.kwok: kwok_agent.KwokAgent | None = None
         self.lws: lws_controller.LWSController | None = None
         self.pod_network: LoopbackNet | None = None
@@ -209,10 +212,15 @@ class ControlPlane:
         for path, how in (
             (kwok_agent.BINARY, "builds kwok, the node agent"),
             (lws_controller.BINARY, "builds the LeaderWorkerSet controller"),
-            *([(kserve_controller.BINARY, "builds the KServe controller")] if self.kserve_enabled else []),
+            *(
+                [(kserve_controller.binary(self.kserve_flavor), "builds the KServe controller")]
+                if self.kserve_enabled
+                else []
+            ),
         ):
             if not path.exists():
-                raise ControlPlaneError(f"{path} is missing: run `make controlplane` ({how})")
+                target = "kserve-rhoai" if path == kserve_controller.binary("rhoai") else "controlplane"
+                raise ControlPlaneError(f"{path} is missing: run `make {target}` ({how})")
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "ready.json").unlink(missing_ok=True)
         t0 = time.monotonic()
@@ -279,7 +287,7 @@ class ControlPlane:
         self.kwok = kwok_agent.KwokAgent(self)
         self.lws = lws_controller.LWSController(self)
         if self.kserve_enabled:
-            self.kserve = kserve_controller.KServeController(self)
+            self.kserve = kserve_controller.KServeController(self, flavor_=self.kserve_flavor)
         parts = {"kwok": self.kwok, "lws": self.lws, "kserve": self.kserve}
         parts = {k: v for k, v in parts.items() if v is not None}
         for part in parts.values():

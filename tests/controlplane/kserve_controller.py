@@ -37,11 +37,12 @@ from pathlib import Path
 import yaml
 
 try:  # imported as controlplane.kserve_controller (pytest) or beside cluster.py as a script
-    from . import gomodule, webhooks
+    from . import gomodule, kserve_rhoai, webhooks
     from .component import CACHE, Component, ComponentError
     from .procutil import free_port
 except ImportError:
     import gomodule  # type: ignore[no-redef]
+    import kserve_rhoai  # type: ignore[no-redef]
     import webhooks  # type: ignore[no-redef]
     from component import CACHE, Component, ComponentError  # type: ignore[no-redef]
     from procutil import free_port  # type: ignore[no-redef]
@@ -57,6 +58,15 @@ MODULE = "github.com/kserve/kserve"
 # other components; nothing then reconciles LLMInferenceServices.
 ENV_SWITCH = "KCP_KSERVE"
 DEFAULT_ENABLED = True
+
+# Which KServe: "rhoai" is OpenShift AI 3.5's build (red-hat-data-services/kserve rhoai-3.5, build
+# tag distro; kserve_rhoai.py), what the collection's users run and the default of every control
+# plane (make demo, the serving tests); "upstream" is kserve v0.20.0 from kserve/go.mod, kept for
+# the tests of the upstream-only path (docs/upstream.md says which). KCP_KSERVE_FLAVOR switches the
+# default; ControlPlane(kserve_flavor=...) / cluster_factory(..., kserve_flavor=...) pick per instance.
+FLAVOR_SWITCH = "KCP_KSERVE_FLAVOR"
+FLAVORS = ("rhoai", "upstream")
+DEFAULT_FLAVOR = "rhoai"
 
 # OpenShift AI runs the KServe controllers in its applications namespace (POD_NAMESPACE is
 # what KServe's constants.KServeNamespace resolves to; kserve v0.20.0 pkg/constants) and
@@ -119,6 +129,19 @@ def enabled_by_default() -> bool:
     if not value:
         return DEFAULT_ENABLED
     return value in ("1", "true", "yes", "on")
+
+
+def flavor(value: str | None = None) -> str:
+    """The KServe flavor: value if given, else $KCP_KSERVE_FLAVOR, else DEFAULT_FLAVOR."""
+    chosen = (value or os.environ.get(FLAVOR_SWITCH, "") or DEFAULT_FLAVOR).strip().lower()
+    if chosen not in FLAVORS:
+        raise KServeError(f"{FLAVOR_SWITCH}={chosen!r}: valid flavors are {', '.join(FLAVORS)}")
+    return chosen
+
+
+def binary(flavor_: str) -> Path:
+    """The controller binary of a flavor (KCP_KSERVE_BIN overrides the upstream one)."""
+    return kserve_rhoai.BINARY if flavor_ == "rhoai" else BINARY
 
 
 def module_version() -> str:
@@ -185,8 +208,9 @@ class KServeController(Component):
     name = "llmisvc"
     error = KServeError
 
-    def __init__(self, cp, binary: Path | None = None):
-        super().__init__(cp, binary or BINARY)
+    def __init__(self, cp, binary: Path | None = None, flavor_: str | None = None):
+        self.flavor = flavor(flavor_)
+        super().__init__(cp, binary or globals()["binary"](self.flavor))
         self.dir = cp.workdir / "kserve"
         self.webhook_port = self.metrics_port = self.probe_port = 0
         self._conversions: list = []
@@ -199,12 +223,23 @@ class KServeController(Component):
 
     def launch(self) -> None:
         """What the install has before the controller runs, then the process (main thread)."""
-        self.missing(f"builds {MODULE}/cmd/llmisvc {module_version()} from the Go module")
+        rhoai = self.flavor == "rhoai"
+        if rhoai:
+            self.missing(
+                "builds OpenShift AI's KServe (make kserve-rhoai: cmd/llmisvc of the rhoai-3.5 snapshot, -tags distro)"
+            )
+        else:
+            self.missing(f"builds {MODULE}/cmd/llmisvc {module_version()} from the Go module")
         cp = self.cp
         self.t0 = time.monotonic()
         self._ca_bundle = base64.b64encode((cp.workdir / "pki" / "ca.crt").read_bytes()).decode()
         cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        cp.apply(inferenceservice_config())
+        try:
+            cp.apply(kserve_rhoai.inferenceservice_config(NAMESPACE) if rhoai else inferenceservice_config())
+            if rhoai:
+                kserve_rhoai.prepare(cp, self.wait)
+        except kserve_rhoai.RhoaiError as e:
+            raise KServeError(str(e)) from None
         tmp = self.dir / "tmp"
         webhooks.issue_serving_cert(
             cp.workdir / "pki", tmp / "k8s-webhook-server" / "serving-certs", "llmisvc-webhook-server"
@@ -213,12 +248,20 @@ class KServeController(Component):
         # The CRD updates take seconds (kube-apiserver re-validates these large schemas):
         # send them while the controller starts.
         pool = ThreadPoolExecutor(2)
-        self._conversions = [
-            pool.submit(
-                cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
-            )
-            for crd, patch in conversion_patches(self.webhook_port, self._ca_bundle).items()
-        ]
+        if rhoai:  # the fork's own CRDs (its schema differs), conversion pointed at its webhook
+            crds = kserve_rhoai.crds(self.webhook_port, self._ca_bundle)
+            self._conversions = [pool.submit(webhooks.put, cp, crd) for crd in crds]
+        else:
+            self._conversions = [
+                pool.submit(
+                    cp._call,
+                    "PATCH",
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}",
+                    patch,
+                    patch=True,
+                )
+                for crd, patch in conversion_patches(self.webhook_port, self._ca_bundle).items()
+            ]
         pool.shutdown(wait=False)
         self.spawn(
             [
@@ -237,10 +280,17 @@ class KServeController(Component):
         """Readiness, webhooks answering through the API server, presets, conversion (any thread)."""
         try:
             self.wait(lambda: self.http_ok(f"http://127.0.0.1:{self.probe_port}/readyz"), "readyz", timeout)
-            for hook in webhook_configurations(self.webhook_port, self._ca_bundle):
+            rhoai = self.flavor == "rhoai"
+            hooks = (kserve_rhoai.webhook_configurations if rhoai else webhook_configurations)(
+                self.webhook_port, self._ca_bundle
+            )
+            for hook in hooks:
                 webhooks.put(self.cp, hook)
             self.wait(self._webhook_denies, "webhooks", timeout)
-            for preset in presets():
+            if rhoai:  # the fork's presets use fields of its own CRD schema: replaced first
+                for f in self._conversions:
+                    f.result()
+            for preset in kserve_rhoai.presets(NAMESPACE) if rhoai else presets():
                 self.cp.apply(preset)
             self.timings["presets"] = time.monotonic() - self.t0
             for f in self._conversions:
@@ -288,7 +338,8 @@ def state(ctl: KServeController | None) -> dict | None:
         return None
     return {
         "pid": ctl.pid,
-        "version": module_version(),
+        "flavor": ctl.flavor,
+        "version": kserve_rhoai.version() if ctl.flavor == "rhoai" else module_version(),
         "namespace": NAMESPACE,
         "log": str(ctl.log),
         "webhook_port": ctl.webhook_port,

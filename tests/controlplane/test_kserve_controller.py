@@ -5,6 +5,10 @@ LLMInferenceServices go in, and the tests assert on what KServe itself creates f
 from its own presets (read from the same pinned KServe module), and on the status KServe
 concludes from the pods kube-scheduler binds and kwok runs (and the LeaderWorkerSet controller makes)
 and from what the simulator plays for the Gateway controller.
+
+This module is the upstream-only path: it runs upstream KServe v0.20.0 (``kserve_flavor="upstream"``,
+``kserve/go.mod``), not OpenShift AI's build that the other serving tests run (docs/upstream.md;
+tests/controlplane/test_kserve_rhoai.py shows what OpenShift AI's build does on top).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from controlplane.cluster import DEFAULT_PROFILE, ControlPlane, ControlPlaneErro
 pytestmark = pytest.mark.cluster
 
 HERE = Path(__file__).resolve().parent
+UPSTREAM = "upstream"
 GW_NS, GW_NAME = kserve_controller.INGRESS_GATEWAY.split("/")
 IMAGE = "registry.example/vllm@sha256:" + "2" * 64
 RESOURCES = {
@@ -155,7 +160,7 @@ def script(c: dict) -> str:
 
 @pytest.fixture(scope="module")
 def kcluster(cluster_factory):
-    cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True)
+    cp = cluster_factory(DEFAULT_PROFILE, name="kserve-upstream", kserve=True, kserve_flavor=UPSTREAM)
     res = apply(cp, *kserve_controller.ingress_gateway())  # the platform's Gateway KServe's config names
     assert res.returncode == 0, res.stderr
     return cp
@@ -447,7 +452,7 @@ def test_scaling_with_keda_needs_the_platform_prometheus(kcluster):
 def test_missing_controller_binary_fails_loudly(tmp_path, monkeypatch):
     monkeypatch.setattr(kserve_controller, "BINARY", tmp_path / "llmisvc")
     with pytest.raises(ControlPlaneError, match="make controlplane"):
-        ControlPlane(kserve=True).start()
+        ControlPlane(kserve=True, kserve_flavor=UPSTREAM).start()
 
 
 def test_controller_that_does_not_start_fails_with_its_log(tmp_path, monkeypatch):
@@ -455,7 +460,7 @@ def test_controller_that_does_not_start_fails_with_its_log(tmp_path, monkeypatch
     fake.write_text("#!/bin/sh\necho 'setup: unable to start manager: boom' >&2\nexit 3\n")
     fake.chmod(0o755)
     monkeypatch.setattr(kserve_controller, "BINARY", fake)
-    cp = ControlPlane(kserve=True, workdir=tmp_path / "cp")
+    cp = ControlPlane(kserve=True, kserve_flavor=UPSTREAM, workdir=tmp_path / "cp")
     with pytest.raises(ControlPlaneError, match=r"(?s)llmisvc exited with 3.*unable to start manager: boom"):
         cp.start()
     assert cp.proc.poll() is not None, "the control plane is stopped when the controller fails"
@@ -466,6 +471,7 @@ def test_controller_dies_with_its_parent_on_sigkill(tmp_path):
     script_path = str(HERE / "cluster.py")
     wd = tmp_path / "cluster"
     env = {k: v for k, v in os.environ.items() if k != kserve_controller.ENV_SWITCH}
+    env[kserve_controller.FLAVOR_SWITCH] = UPSTREAM
     up = subprocess.run(
         [sys.executable, script_path, "up", "--kserve", "--profile", "sno-rtx-pro-6000", "--dir", str(wd)],
         capture_output=True,

@@ -30,6 +30,9 @@ LMCACHE_CONFIG_DIR = "/etc/lmcache"
 KSERVE_POD_SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of", "kserve.io/component")
 # The pool label KServe's role values use (llm-d.ai/role: both | prefill | decode).
 ROLE_LABEL = "llm-d.ai/role"
+# OpenShift AI's per-service auth switch (red-hat-data-services/kserve rhoai-3.5,
+# pkg/constants/constants_odh.go ODHKserveRawAuth)
+OPENSHIFT_AI_AUTH_ANNOTATION = "security.opendatahub.io/enable-auth"
 
 
 class IntentError(ValueError):
@@ -397,6 +400,11 @@ class _Model:
                 for w in ([prefill] if prefill else []) + [main]
             ),
         }
+        if not self.options["openshift_ai"]["openshift_ai_auth"]:
+            # OpenShift AI's KServe protects every service with Connectivity Link's AuthPolicy unless it opts
+            # out; without the AuthPolicy CRD (openshift_ai_auth: false installs no rhcl-operator) it deletes the
+            # HTTPRoute and the service never routes (rhoai-3.5 router_preconditions_odh.go, IsAuthEnabled)
+            annotations[OPENSHIFT_AI_AUTH_ANNOTATION] = "false"
         attach = self.rdma_attachment() if self.rdma() else {}
         if attach.get("network"):
             # Multus secondary network on the RDMA NIC: KServe copies k8s.v1.cni.cncf.io annotations of the
