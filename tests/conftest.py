@@ -39,8 +39,8 @@ Fixtures
     ``kserve=True`` runs the real KServe LLMInferenceService controller in that instance
     (``cluster.kserve``; the simulator then leaves LLMInferenceService status to KServe);
     ``None`` follows the ``KCP_KSERVE`` environment variable (off unless set to 1).
-    ``kserve_flavor="upstream"`` runs upstream KServe v0.20.0 instead of OpenShift AI 3.5's build
-    (``"rhoai"``, the default: ``KCP_KSERVE_FLAVOR``, tests/controlplane/kserve_controller.py).
+    ``kserve_flavor="rhoai"`` runs OpenShift AI 3.5's build, ``"upstream"`` KServe v0.20.0; None the default
+    (``KCP_KSERVE_FLAVOR``, else ``DEFAULT_FLAVOR`` of tests/controlplane/kserve_controller.py).
 
 If the control plane binary is missing or does not start, these fixtures raise
 ``ControlPlaneError``: the tests fail, they never skip. ``make pytest`` builds it first.

@@ -60,13 +60,15 @@ ENV_SWITCH = "KCP_KSERVE"
 DEFAULT_ENABLED = True
 
 # Which KServe: "rhoai" is OpenShift AI 3.5's build (red-hat-data-services/kserve rhoai-3.5, build
-# tag distro; kserve_rhoai.py), what the collection's users run and the default of every control
-# plane (make demo, the serving tests); "upstream" is kserve v0.20.0 from kserve/go.mod, kept for
-# the tests of the upstream-only path (docs/upstream.md says which). KCP_KSERVE_FLAVOR switches the
+# tag distro; kserve_rhoai.py), what the collection's users run; "upstream" is kserve v0.20.0 from
+# kserve/go.mod. The default stays upstream until every serving test passes on OpenShift AI's build
+# (the chat site's scheduler config is rewritten by it: docs/upstream.md); tests/controlplane/
+# test_kserve_rhoai.py runs OpenShift AI's build on a plane of its own, and KCP_KSERVE_FLAVOR=rhoai
+# runs any session (make demo included) on it. KCP_KSERVE_FLAVOR switches the
 # default; ControlPlane(kserve_flavor=...) / cluster_factory(..., kserve_flavor=...) pick per instance.
 FLAVOR_SWITCH = "KCP_KSERVE_FLAVOR"
 FLAVORS = ("rhoai", "upstream")
-DEFAULT_FLAVOR = "rhoai"
+DEFAULT_FLAVOR = "upstream"
 
 # OpenShift AI runs the KServe controllers in its applications namespace (POD_NAMESPACE is
 # what KServe's constants.KServeNamespace resolves to; kserve v0.20.0 pkg/constants) and

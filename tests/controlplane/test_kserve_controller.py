@@ -160,7 +160,7 @@ def script(c: dict) -> str:
 
 @pytest.fixture(scope="module")
 def kcluster(cluster_factory):
-    cp = cluster_factory(DEFAULT_PROFILE, name="kserve-upstream", kserve=True, kserve_flavor=UPSTREAM)
+    cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True, kserve_flavor=UPSTREAM)
     res = apply(cp, *kserve_controller.ingress_gateway())  # the platform's Gateway KServe's config names
     assert res.returncode == 0, res.stderr
     return cp

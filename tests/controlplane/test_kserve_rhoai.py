@@ -1,5 +1,6 @@
 """What OpenShift AI 3.5's KServe (build tag distro) does at run time that upstream KServe does not
-(issue 32 item 1). The session's control plane runs it (kserve_controller.DEFAULT_FLAVOR); each test
+(issue 32 item 1), on a control plane of its own (the session default is upstream:
+kserve_controller.DEFAULT_FLAVOR); each test
 asserts on objects only its *_odh.go code creates or withholds:
 
 * ``workload_permissions_odh.go``: a RoleBinding to ClusterRole ``openshift-ai-llminferenceservice-scc``
@@ -41,8 +42,8 @@ NO_AUTH = {"security.opendatahub.io/enable-auth": "false"}
 
 @pytest.fixture(scope="module")
 def rcluster(cluster_factory):
-    # the session's default instance when the default flavor is rhoai (no second control plane)
-    cp = cluster_factory(DEFAULT_PROFILE, kserve=True, kserve_flavor="rhoai")
+    # a plane of its own while the session's default flavor is upstream (kserve_controller.DEFAULT_FLAVOR)
+    cp = cluster_factory(DEFAULT_PROFILE, name="kserve-rhoai", kserve=True, kserve_flavor="rhoai")
     res = apply(cp, *kserve_controller.ingress_gateway())
     assert res.returncode == 0, res.stderr
     return cp
