@@ -194,7 +194,13 @@ def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
         "apiVersion": gitops_mod.ARGOCD_CR_API,
         "kind": "ArgoCD",
         "metadata": {"name": g["argocd_instance"], "namespace": g["argocd_namespace"]},
-        "spec": {"resourceHealthChecks": gitops_mod.health_checks(waits)},
+        "spec": {
+            "resourceHealthChecks": gitops_mod.health_checks(waits),
+            # the operator passes these to the application controller; Argo CD's default is no sync timeout
+            "controller": {
+                "env": [{"name": gitops_mod.SYNC_TIMEOUT_ENV, "value": str(gitops_mod.sync_timeout(waits))}],
+            },
+        },
     }
     for _host, intent in sorted(intents.items()):
         gi = intent["gitops"]
