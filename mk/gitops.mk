@@ -45,3 +45,6 @@ redis:
 	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q redis-server; else sudo apt-get install -y -q redis-server; fi; }
 
 gitops: $(ARGOCD_BIN) redis
+
+# The test sessions that collect tests/gitops build Argo CD first (as the data plane's).
+pytest pytest-rest: gitops
