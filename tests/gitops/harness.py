@@ -25,7 +25,6 @@ import yaml
 from controlplane.procutil import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
 ARGOCD_BIN = Path(os.environ.get("ARGOCD_BIN", REPO / ".cache" / "bin" / "argocd"))
 
 
