@@ -152,7 +152,7 @@ class ArgoCD:
         repo = free_port()
         self._spawn(
             "repo-server",
-            [str(ARGOCD_BIN), "--port", str(repo), "--metrics-port", str(free_port()), "--disable-tls",
+            [str(ARGOCD_BIN), "--port", str(repo), "--metrics-port", str(free_port()), "--disable-tls", "--client-ca-path=",
              "--redis", f"127.0.0.1:{redis}", "--loglevel", "info"],
             {**env, "ARGOCD_BINARY_NAME": "argocd-repo-server"}, repo,
         )  # fmt: skip
