@@ -31,15 +31,17 @@ def synced(cluster_factory, tmp_path_factory):
     plane = cluster_factory(name="gitops-argocd")
     root = tmp_path_factory.mktemp("argocd")
     git = GitServer(root).start()
-    intents = render(SITE, git.work, git.url)
-    git.commit("the example chat site's tree")
-    site = Synced(plane, git, intents, HOST, root / "argocd")
+    site = None
     try:
+        intents = render(SITE, git.work, git.url)
+        git.commit("the example chat site's tree")
+        site = Synced(plane, git, intents, HOST, root / "argocd")
         site.wait(SYNC_SECONDS)
         yield {"plane": plane, "argo": site.argo, "git": git, "intents": intents, "apps": site.apps,
                "names": site.names, "seconds": site.seconds}  # fmt: skip
     finally:
-        site.stop()
+        if site:
+            site.stop()
         git.stop()
         cluster_factory.release("gitops-argocd")
 

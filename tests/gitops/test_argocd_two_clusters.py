@@ -25,11 +25,11 @@ TRACKING = "argocd.argoproj.io/tracking-id"
 def clusters(cluster_factory, tmp_path_factory):
     root = tmp_path_factory.mktemp("argocd-two")
     git = GitServer(root).start()
-    intents = render(SITE, git.work, git.url)
-    git.commit("the sovereign-burst site's tree")
-    planes = {SOV: cluster_factory(name="gitops-argocd-onprem"), BURST: cluster_factory(name="gitops-argocd-burst")}
     sites = {}
     try:
+        intents = render(SITE, git.work, git.url)
+        git.commit("the sovereign-burst site's tree")
+        planes = {SOV: cluster_factory(name="gitops-argocd-onprem"), BURST: cluster_factory(name="gitops-argocd-burst")}
         for host, plane in planes.items():
             sites[host] = Synced(plane, git, intents, host, root / host)
         for site in sites.values():
