@@ -12,7 +12,8 @@
 # Build times (seconds) are appended to .cache/gitops/build-times.jsonl. Measured on this 2-core
 # machine: cold (Argo CD's ~1,500 packages not in the Go build cache; the module cache warm, `go mod
 # tidy` 50 s before it) 2347 s on 2026-11-28, load 40-44 with four other Go builds running beside it
-# (user time 285 s: alone it is a few minutes); warm: see WARM below.
+# (user time 285 s: alone it is a few minutes). Warm (Go build cache filled, a rebuild when go.mod
+# or this file changes): not measured yet; expected link only, about a minute.
 .PHONY: gitops redis
 
 GO_ARGOCD_MOD    := $(ROOT)/tests/gitops/argocd
