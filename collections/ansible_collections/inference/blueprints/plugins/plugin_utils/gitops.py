@@ -24,6 +24,7 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 WAVE = "argocd.argoproj.io/sync-wave"
+COMPARE = "argocd.argoproj.io/compare-options"
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
@@ -71,7 +72,10 @@ def _application(g: dict, app: dict, labels: dict) -> dict:
             "name": app["name"],
             "namespace": g["argocd_namespace"],
             "labels": labels,
-            "annotations": {WAVE: app["wave"]},
+            # diff against a server-side dry run: defaults the API server adds (an HTTPRoute's match and backend
+            # fields, from its CRD) are then no drift; the client-side diff saw them as OutOfSync at every
+            # reconciliation, and self-heal re-applied the route forever (tests/gitops, the sovereign burst)
+            "annotations": {WAVE: app["wave"], COMPARE: "ServerSideDiff=true"},
             "finalizers": ["resources-finalizer.argocd.argoproj.io"],
         },
         "spec": {
