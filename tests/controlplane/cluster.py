@@ -500,6 +500,14 @@ class ControlPlane:
         self._sim_config({"neverReady": "\n".join(lines)})
         self._wait_simulator(lambda s: entry in s.never_ready)
 
+    def set_real_controller(self, kind: str) -> None:
+        """A real controller of ``kind`` runs on this plane (tests/gitops: Argo CD's Application): the simulator
+        stops playing it (sim-config key realControllers)."""
+        lines = [x for x in self._read_sim_config().get("realControllers", "").splitlines() if x.strip()]
+        if kind not in lines:
+            self._sim_config({"realControllers": "\n".join([*lines, kind])})
+        self._wait_simulator(lambda s: kind in s.real_controllers)
+
     def clear_never_ready(self) -> None:
         """Forget every never-ready entry; held objects become ready after the delay."""
         self._sim_config({"neverReady": ""})

@@ -46,6 +46,8 @@ other processes (ansible runs) can change it while the simulator runs:
 
 * ``delay``: seconds between an object appearing/changing and its status being written
   (default 0.2).
+* ``realControllers``: one kind per line whose real controller runs on this plane (tests/gitops runs
+  Argo CD's application controller: ``Application``); the simulator leaves those objects alone.
 * ``neverReady``: one entry per line, ``Kind/name`` or ``Kind/namespace/name``; such
   objects are never made ready, so timeouts and their messages can be tested.
 
@@ -229,6 +231,7 @@ class Simulator:
         self.default_delay = DEFAULT_DELAY if delay is None else delay
         self.delay = self.default_delay
         self.never_ready: set[str] = set()
+        self.real_controllers: set[str] = set()
         self._stop = threading.Event()
         self._queue: list[tuple[float, int, Res, str | None, str]] = []
         self._pending: set[tuple[Res, str | None, str]] = set()
@@ -343,6 +346,8 @@ class Simulator:
                 obj = self.get(res, ns, name)
                 if obj is None or obj["metadata"].get("deletionTimestamp"):
                     continue
+                if res.kind in self.real_controllers:
+                    continue
                 if self.blocked(res.kind, ns, name):
                     log.info("%s %s/%s: never ready (sim-config)", res.kind, ns or "", name)
                     continue
@@ -420,6 +425,7 @@ class Simulator:
             self.delay = float(data.get("delay", self.default_delay))
         except ValueError:
             self.delay = self.default_delay
+        self.real_controllers = {line.strip() for line in data.get("realControllers", "").splitlines() if line.strip()}
         old = self.never_ready
         self.never_ready = {line.strip() for line in data.get("neverReady", "").splitlines() if line.strip()}
         log.info("sim-config: delay=%s neverReady=%s", self.delay, sorted(self.never_ready))

@@ -24,6 +24,7 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 WAVE = "argocd.argoproj.io/sync-wave"
+COMPARE = "argocd.argoproj.io/compare-options"
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
@@ -74,7 +75,10 @@ def _application(g: dict, app: dict, labels: dict) -> dict:
             "name": app["name"],
             "namespace": g["argocd_namespace"],
             "labels": labels,
-            "annotations": {WAVE: app["wave"]},
+            # diff against a server-side dry run: defaults the API server adds (an HTTPRoute's match and backend
+            # fields, from its CRD) are then no drift; the client-side diff saw them as OutOfSync at every
+            # reconciliation, and self-heal re-applied the route forever (tests/gitops, the sovereign burst)
+            "annotations": {WAVE: app["wave"], COMPARE: "ServerSideDiff=true"},
             "finalizers": ["resources-finalizer.argocd.argoproj.io"],
         },
         "spec": {
@@ -197,7 +201,13 @@ def site_tree(intents: dict[str, dict]) -> dict[str, dict]:
         "apiVersion": gitops_mod.ARGOCD_CR_API,
         "kind": "ArgoCD",
         "metadata": {"name": g["argocd_instance"], "namespace": g["argocd_namespace"]},
-        "spec": {"resourceHealthChecks": gitops_mod.health_checks(waits)},
+        "spec": {
+            "resourceHealthChecks": gitops_mod.health_checks(waits),
+            # the operator passes these to the application controller; Argo CD's default is no sync timeout
+            "controller": {
+                "env": [{"name": gitops_mod.SYNC_TIMEOUT_ENV, "value": str(gitops_mod.sync_timeout(waits))}],
+            },
+        },
     }
     for _host, intent in sorted(intents.items()):
         gi = intent["gitops"]

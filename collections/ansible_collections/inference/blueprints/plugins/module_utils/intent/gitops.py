@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 
+from . import sync_order
 from .schema import DNS_LABEL, SchemaError
 
 API_APP = "argoproj.io/v1alpha1"
@@ -40,6 +41,8 @@ IN_CLUSTER = "https://kubernetes.default.svc"
 TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"
 # The operator's default Argo CD instance (OpenShift GitOps) and its CR API.
 ARGOCD_CR_API = "argoproj.io/v1beta1"
+# The application controller's sync timeout (cmd/argocd-application-controller, flag --sync-timeout).
+SYNC_TIMEOUT_ENV = "ARGOCD_APPLICATION_CONTROLLER_SYNC_TIMEOUT"
 
 
 def _lua_condition(cond: str, status: str) -> str:
@@ -79,6 +82,29 @@ def _lua_field(field: str, value) -> str:
     )
 
 
+# Argo CD's health statuses (gitops-engine pkg/health); a child Application's own one is its health as a resource.
+LUA_APPLICATION = (
+    'hs = {status = "Progressing", message = "waiting for the Application\'s health"}\n'
+    "if obj.status ~= nil and obj.status.health ~= nil and obj.status.health.status ~= nil then\n"
+    "  hs.status = obj.status.health.status\n"
+    '  hs.message = obj.status.health.message or ("health " .. obj.status.health.status)\n'
+    "end\n"
+    "return hs\n"
+)
+
+
+def sync_timeout(waits: list[dict], default: int = 600) -> int:
+    """Seconds after which Argo CD ends a sync operation (its controller's --sync-timeout, 0 = never): the sum
+    of the apply path's longest wait of each component (the app-of-apps' one operation spans every wave). Ended,
+    the operation fails and the Applications' retry limit takes over: a wave that cannot become healthy shows
+    as a failed sync instead of one that runs forever."""
+    longest: dict[str, int] = {}
+    for w in waits:
+        key = w.get("component") or w["kind"]
+        longest[key] = max(longest.get(key, 0), int(w.get("timeout") or default))
+    return sum(longest.values()) or default
+
+
 def health_checks(waits: list[dict]) -> list[dict]:
     """Argo CD resourceHealthChecks ({group, kind, check}) for the kinds the waits test by a
     condition or a field (Argo CD knows Deployments, StatefulSets and DaemonSets itself)."""
@@ -96,8 +122,9 @@ def health_checks(waits: list[dict]) -> list[dict]:
         out.append({"group": group, "kind": w["kind"], "check": check})
     # Application health: Argo CD stopped assessing it in 1.8 (docs/operator-manual/health.md, "Argocd App"),
     # so an app-of-apps would not wait for one wave's Applications to be healthy before the next: restored
-    # here, as that page says, from the child Application's own status.health
-    out.append({"group": "argoproj.io", "kind": "Application", "check": _lua_field("status.health.status", "Healthy")})
+    # here, as that page says, from the child Application's own status.health, passed through as it is (a
+    # Degraded child is Degraded, not Progressing: mapped to Progressing, the wave waited for it forever)
+    out.append({"group": "argoproj.io", "kind": "Application", "check": LUA_APPLICATION})
     return sorted(out, key=lambda c: (c["group"], c["kind"]))
 
 
@@ -108,7 +135,9 @@ def build(site: dict, intent: dict) -> dict | None:
     g = site["gitops"]
     host = intent["host"]
     project = g["project"] or site["site_name"]
-    components = intent["stages"]["platform"] + intent["stages"]["serving"]
+    # the blueprint's order, each component after those whose objects it reads (sync_order.py)
+    blueprint_order = intent["stages"]["platform"] + intent["stages"]["serving"]
+    components = sync_order.ordered(blueprint_order, sync_order.needs(intent))
     apps = []
     for index, component in enumerate(components, start=1):
         directory = f"{index:02d}-{component.replace('_', '-')}"
