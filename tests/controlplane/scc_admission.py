@@ -115,8 +115,7 @@ def webhook_configurations(port: int, ca_bundle: str) -> list[dict]:
             "metadata": {"name": "security.openshift.io-scc"},
             "webhooks": [
                 hook("namespace-scc-allocation.security.openshift.io", "/namespace", "namespaces", ["CREATE"]),
-                hook("scc-admit.security.openshift.io", "/mutate", "pods", pods)
-                | {"reinvocationPolicy": "IfNeeded"},
+                hook("scc-admit.security.openshift.io", "/mutate", "pods", pods) | {"reinvocationPolicy": "IfNeeded"},
             ],
         },
         {

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
-from controlplane.scc_admission import SCC_ANNOTATION
 from kubernetes.client.rest import ApiException
 from simulator.kube import request
+
+from controlplane.scc_admission import SCC_ANNOTATION
 
 INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "example-chat"
 NS = "scc-admission"
@@ -146,7 +147,9 @@ def test_plain_pod_gets_restricted_v2(plane):
 def test_use_goes_through_rbac(plane):
     """A user whose RBAC holds no use on any SCC but restricted-v2 (system:authenticated's) is refused a
     privileged pod; the admin (system:masters, every verb) is not."""
-    spec = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "securityContext": {"privileged": True}}]}
+    spec = {
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "securityContext": {"privileged": True}}]
+    }
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "priv", "namespace": NS}, "spec": spec}
     kubeconfig = plane.mint_sa_kubeconfig(NS, "creator")
     plane._call("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", {

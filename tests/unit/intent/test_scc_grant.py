@@ -32,7 +32,8 @@ def test_single_node_ipc_lock_pools_and_only_they_get_the_scc_grant(site):
         bound = {
             s["name"]
             for o in objects
-            if o["kind"] == "RoleBinding" and o["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SCC_ROLE}
+            if o["kind"] == "RoleBinding"
+            and o["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SCC_ROLE}
             for s in o["subjects"]
             if s["kind"] == "ServiceAccount" and s["namespace"] == ns
         }

@@ -41,7 +41,9 @@ def _adds(template: dict, capability: str) -> bool:
 def grant(model: dict, decisions: list) -> dict | None:
     """Scope OpenShift AI's SCC to the single-node pools of ``model`` that add IPC_LOCK (their templates
     get the ServiceAccount); None when no pool needs it. Multi-node pools are KServe's to grant."""
-    pools = [w for w in (model["prefill"], model["main"]) if w and w["worker"] is None and _adds(w["template"], CAPABILITY)]
+    pools = [
+        w for w in (model["prefill"], model["main"]) if w and w["worker"] is None and _adds(w["template"], CAPABILITY)
+    ]
     if not pools:
         return None
     sa = model["names"]["scc_service_account"]
