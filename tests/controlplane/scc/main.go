@@ -48,6 +48,8 @@ func run(kubeconfig, listen, cert, key string) error {
 	if err != nil {
 		return err
 	}
+	// every admitted pod costs SubjectAccessReviews: client-go's default 5 QPS would queue them
+	cfg.QPS, cfg.Burst = 100, 200
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
