@@ -9,8 +9,10 @@
 # refuses both) with the snapshots of ../shared/upstream (SCC_SNAPSHOTS), unpacked under
 # .cache/upstream. Everything else, k8s.io/kubernetes v1.33.2 internals included (the version
 # apiserver-library-go's go.mod pins), comes from the module proxy, checked against scc/go.sum.
-# Cold build on this 2-core machine with ~8 other builds running (load 20-35): SCC_COLD_S below;
-# warm (Go build cache filled): SCC_WARM_S. Every build appends its seconds to .cache/scc/build-times.jsonl.
+# Cold build on this 2-core machine with ~8 other builds running (load 35-45): 1875 s (31 min; 42 s of it
+# downloading modules): k8s.io/kubernetes v1.33 is a second Kubernetes beside the plane's v1.36, so little of
+# the Go build cache is shared. Warm (Go build cache filled): see .cache/scc/build-times.jsonl, where every
+# build appends its seconds. Rebuilt only when scc/*.go, go.mod/go.sum or this file change.
 #
 # Default SCCs: bindata/bootkube/scc-manifests of github.com/openshift/cluster-kube-apiserver-operator
 # at SCC_OPERATOR_COMMIT (the proxy refuses that module): read from SCC_OPERATOR_GIT, a git
@@ -32,8 +34,6 @@ SCC_MANIFESTS := $(SCC_UPSTREAM)/scc-manifests
 # OpenShift AI's SCC for LLMInferenceService workloads and its ClusterRole, as OpenShift AI 3.5 installs them
 SCC_RHOAI      := kserve-rhoai-3.5
 SCC_RHOAI_FILE := config/overlays/odh/rbac/llmisvc/llm-svc-scc.yaml
-SCC_COLD_S    := see build-times.jsonl
-SCC_WARM_S    := see build-times.jsonl
 
 # snapshot tarball -> unpacked dir under .cache/upstream (top folder stripped)
 define scc_unpack
