@@ -38,5 +38,3 @@ func asOpenShiftSees(who *user.DefaultInfo, pod *coreapi.Pod) *user.DefaultInfo 
 	}
 	return who
 }
-
-

@@ -14,9 +14,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/openshift/apiserver-library-go/pkg/securitycontextconstraints/sccadmission"
 	securityclient "github.com/openshift/client-go/security/clientset/versioned"
 	securityinformers "github.com/openshift/client-go/security/informers/externalversions"
-	"github.com/openshift/apiserver-library-go/pkg/securitycontextconstraints/sccadmission"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/informers"
@@ -62,7 +63,7 @@ func run(kubeconfig, listen, cert, key string) error {
 		SubjectAccessReviewClient: kube.AuthorizationV1(),
 		AllowCacheTTL:             time.Second,
 		DenyCacheTTL:              time.Second,
-		WebhookRetryBackoff:       authorizerfactory.DefaultAuthorizationWebhookRetryBackoff(),
+		WebhookRetryBackoff:       &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5},
 	}.New()
 	if err != nil {
 		return err

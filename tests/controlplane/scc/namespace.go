@@ -21,7 +21,7 @@ import (
 // 10000, MCS level s0 with two of 1024 categories. This part is played: the allocation order
 // is this program's (one block per namespace, first free offset), not OpenShift's bitmap.
 const (
-	uidRangeAnnotation = "openshift.io/sa.scc.uid-range"
+	uidRangeAnnotation  = "openshift.io/sa.scc.uid-range"
 	supGroupsAnnotation = "openshift.io/sa.scc.supplemental-groups"
 	mcsAnnotation       = "openshift.io/sa.scc.mcs"
 	mcsCategories       = 1024
