@@ -99,12 +99,12 @@ def webhook_configurations(port: int, ca_bundle: str) -> list[dict]:
     """Pods through Admit (mutating) and Validate (validating); namespaces through the allocation."""
     every = {"namespaceSelector": {}, "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 15}
 
-    def hook(name: str, path: str, resource: str, ops: list[str]) -> dict:
+    def hook(name: str, path: str, resource: str, ops: list[str], group: str = "") -> dict:
         return every | {
             "name": name,
             "failurePolicy": "Fail",
             "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": [resource]}],
+            "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ops, "resources": [resource]}],
         }
 
     pods = ["CREATE", "UPDATE"]
@@ -115,6 +115,14 @@ def webhook_configurations(port: int, ca_bundle: str) -> list[dict]:
             "metadata": {"name": "security.openshift.io-scc"},
             "webhooks": [
                 hook("namespace-scc-allocation.security.openshift.io", "/namespace", "namespaces", ["CREATE"]),
+                # OpenShift's DefaultSecurityContextConstraints admission (sccdefaults of the same library)
+                hook(
+                    "scc-defaults.security.openshift.io",
+                    "/scc",
+                    "securitycontextconstraints",
+                    ["CREATE", "UPDATE"],
+                    "security.openshift.io",
+                ),  # fmt: skip
                 hook("scc-admit.security.openshift.io", "/mutate", "pods", pods) | {"reinvocationPolicy": "IfNeeded"},
             ],
         },
@@ -149,9 +157,11 @@ class SCCAdmission(Component):
         self.t0 = time.monotonic()
         self._ca_bundle = base64.b64encode((cp.workdir / "pki" / "ca.crt").read_bytes()).decode()
         cp._call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd())
-        self.wait(self._crd_served, "crd", 60)
-        for doc in manifests():
-            cp._call("POST", _collection(doc), doc)
+        end = time.monotonic() + 60
+        while not self._crd_served():  # the SCCs need their CRD established (the process is not up yet)
+            if time.monotonic() > end:
+                raise SCCError("the SecurityContextConstraints CRD is not served after 60s")
+            time.sleep(0.2)
         certs = cp.workdir / "scc"
         webhooks.issue_serving_cert(cp.workdir / "pki", certs, "sccwebhook")
         self.port = free_port()
@@ -178,6 +188,8 @@ class SCCAdmission(Component):
             self.wait(self._healthy, "healthz", timeout)
             for hook in webhook_configurations(self.port, self._ca_bundle):
                 webhooks.put(self.cp, hook)
+            for doc in manifests():  # through the SCC defaulting just registered
+                self.cp._call("POST", _collection(doc), doc)
             self.wait(self._admits, "admission", timeout)
         except BaseException:
             self.stop()

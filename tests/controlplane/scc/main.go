@@ -89,6 +89,7 @@ func run(kubeconfig, listen, cert, key string) error {
 	mux.HandleFunc("/mutate", review(func(ctx context.Context, r *podRequest) error { return p.Admit(ctx, r.attrs, nil) }))
 	mux.HandleFunc("/validate", review(func(ctx context.Context, r *podRequest) error { return p.Validate(ctx, r.attrs, nil) }))
 	mux.HandleFunc("/namespace", alloc.serve)
+	mux.HandleFunc("/scc", serveDefaults)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 	fmt.Printf("sccwebhook: serving on %s\n", listen)
 	return http.ListenAndServeTLS(listen, cert, key, mux)
