@@ -142,6 +142,7 @@ class SCCAdmission(Component):
         super().__init__(cp, binary or BINARY)
         self.port = 0
         self._ca_bundle = ""
+        self.last_probe = ""
 
     def start(self, timeout: float = 120) -> SCCAdmission:
         self.launch()
@@ -188,6 +189,9 @@ class SCCAdmission(Component):
             for doc in manifests():  # through the SCC defaulting just registered
                 self.cp._call("POST", _collection(doc), doc)
             self.wait(self._admits, "admission", timeout)
+        except SCCError as e:
+            self.stop()
+            raise SCCError(f"{e}\nlast probe: {self.last_probe}") from None
         except BaseException:
             self.stop()
             raise
@@ -222,8 +226,10 @@ class SCCAdmission(Component):
                 body=probe,
                 timeout=30,
             )
-        except Exception:  # noqa: BLE001 - webhook not called yet, or SCC cache not synced
+        except Exception as e:  # noqa: BLE001 - webhook not called yet, or SCC cache not synced
+            self.last_probe = str(getattr(e, "body", None) or e)[:2000]
             return False
+        self.last_probe = f"admitted without {SCC_ANNOTATION}: {pod['metadata'].get('annotations')}"
         return bool(pod and SCC_ANNOTATION in pod["metadata"].get("annotations", {}))
 
 

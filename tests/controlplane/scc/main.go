@@ -86,8 +86,8 @@ func run(kubeconfig, listen, cert, key string) error {
 	}
 	var p plugin = c
 	mux := http.NewServeMux()
-	mux.HandleFunc("/mutate", review(func(ctx context.Context, r *podRequest) error { return p.Admit(ctx, r.attrs, nil) }))
-	mux.HandleFunc("/validate", review(func(ctx context.Context, r *podRequest) error { return p.Validate(ctx, r.attrs, nil) }))
+	mux.HandleFunc("/mutate", review(func(ctx context.Context, r *podRequest) error { return p.Admit(ctx, r.attrs, nil) }, true))
+	mux.HandleFunc("/validate", review(func(ctx context.Context, r *podRequest) error { return p.Validate(ctx, r.attrs, nil) }, false))
 	mux.HandleFunc("/namespace", alloc.serve)
 	mux.HandleFunc("/scc", serveDefaults)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })

@@ -79,7 +79,7 @@ func newPodRequest(req *admissionv1.AdmissionRequest) (*podRequest, error) {
 
 // review serves one AdmissionReview: the plugin step runs on the internal pod; what it
 // changed goes back as a JSON patch, a refusal as the plugin's own status.
-func review(step func(context.Context, *podRequest) error) http.HandlerFunc {
+func review(step func(context.Context, *podRequest) error, mutating bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		in := admissionv1.AdmissionReview{}
 		body, err := io.ReadAll(r.Body)
@@ -91,7 +91,7 @@ func review(step func(context.Context, *podRequest) error) http.HandlerFunc {
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: true}
-		if err := answer(r.Context(), in.Request, step, resp); err != nil {
+		if err := answer(r.Context(), in.Request, step, resp, mutating); err != nil {
 			resp.Allowed = false
 			resp.Result = statusOf(err)
 		}
@@ -101,7 +101,7 @@ func review(step func(context.Context, *podRequest) error) http.HandlerFunc {
 	}
 }
 
-func answer(ctx context.Context, req *admissionv1.AdmissionRequest, step func(context.Context, *podRequest) error, resp *admissionv1.AdmissionResponse) error {
+func answer(ctx context.Context, req *admissionv1.AdmissionRequest, step func(context.Context, *podRequest) error, resp *admissionv1.AdmissionResponse, mutating bool) error {
 	pr, err := newPodRequest(req)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func answer(ctx context.Context, req *admissionv1.AdmissionRequest, step func(co
 	if pr.pod == nil {
 		return nil
 	}
-	if err := step(ctx, pr); err != nil {
+	if err := step(ctx, pr); err != nil || !mutating { // a validating webhook may not return a patch
 		return err
 	}
 	mutated, err := encodePod(pr.pod)
