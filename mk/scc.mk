@@ -75,7 +75,7 @@ $(SCC_MANIFESTS)/.commit: $(ROOT)/mk/scc.mk
 
 scc: $(SCC_BIN) $(SCC_MANIFESTS)/.commit
 
-# Not yet a prerequisite of controlplane: the plane's start with KCP_SCC=1 does not pass yet.
+# Not yet a prerequisite of controlplane (KCP_SCC is off by default; tests/controlplane/test_scc_admission.py needs it built).
 
 # Maintainers: rewrite scc/go.mod and go.sum after a version change (go mod tidy in the copy).
 scc-tidy:

@@ -22,7 +22,7 @@ way OpenShift's kube-apiserver runs the plugin, with:
   controller-manager's pods are checked as created by that controller's service account, as
   OpenShift's kube-controller-manager (service account credentials) creates them.
 
-Switch: ``KCP_SCC=1`` (off by default: the plane does not yet come up with it, see tests/controlplane/README.md).
+Switch: ``KCP_SCC=1`` (off by default, see tests/controlplane/README.md).
 """
 
 from __future__ import annotations

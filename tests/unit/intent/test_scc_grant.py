@@ -1,5 +1,5 @@
 """Every single-node pod that adds IPC_LOCK runs under a ServiceAccount bound to OpenShift AI's SCC, and no
-other pod does (intent/scc_grant.py; admission itself: tests/controlplane/wip_scc_admission.py, not yet passing).
+other pod does (intent/scc_grant.py; admission itself: tests/controlplane/test_scc_admission.py).
 
 No cluster: the example sites' intents, rendered with the roles' templates.
 """

@@ -20,6 +20,7 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 from kubernetes.client.rest import ApiException
 from simulator.kube import request
 
+from controlplane.cluster import DEFAULT_PROFILE, ControlPlane
 from controlplane.scc_admission import SCC_ANNOTATION
 
 INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "example-chat"
@@ -28,11 +29,15 @@ OPENSHIFT_AI_SCC = "openshift-ai-llminferenceservice-scc"
 
 
 @pytest.fixture(scope="module")
-def plane(cluster):
-    assert cluster.scc is not None, "the SCC admission is off (KCP_SCC=0, or not built: make scc)"
-    cluster._call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    yield cluster
-    cluster._call("DELETE", f"/api/v1/namespaces/{NS}")
+def plane():
+    """A plane of its own with the SCC admission on (KCP_SCC is off by default until the serving tests run
+    with it), without KServe (the pods here are Deployments of their own)."""
+    cluster = ControlPlane(DEFAULT_PROFILE, kserve=False, scc=True).start()
+    try:
+        cluster._call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
