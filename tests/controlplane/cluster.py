@@ -99,7 +99,7 @@ if str(HERE) not in sys.path:  # and kserve_controller beside this file
     sys.path.insert(0, str(HERE))
 
 try:  # imported as controlplane.cluster (pytest) or run as a script
-    from . import kserve_controller, kwok_agent, lws_controller
+    from . import kserve_controller, kwok_agent, lws_controller, scc_admission
     from .component import ComponentError
     from .procutil import LoopbackNet, die_with_parent, free_port, process_tree_rss
     from .procutil import alive as _alive
@@ -107,6 +107,7 @@ except ImportError:
     import kserve_controller  # type: ignore[no-redef]
     import kwok_agent  # type: ignore[no-redef]
     import lws_controller  # type: ignore[no-redef]
+    import scc_admission  # type: ignore[no-redef]
     from component import ComponentError  # type: ignore[no-redef]
     from procutil import LoopbackNet, die_with_parent, free_port, process_tree_rss  # type: ignore[no-redef]
     from procutil import alive as _alive  # type: ignore[no-redef]
@@ -173,6 +174,7 @@ class ControlPlane:
         crds: Path = CRDS,
         kserve: bool | None = None,
         kserve_flavor: str | None = None,
+        scc: bool | None = None,
     ):
         self.profile_name = profile
         self.profile = load_profile(profile)
@@ -187,6 +189,9 @@ class ControlPlane:
         self.kserve: kserve_controller.KServeController | None = None
         # Which KServe (rhoai | upstream; None: KCP_KSERVE_FLAVOR, else kserve_controller.DEFAULT_FLAVOR).
         self.kserve_flavor = kserve_controller.flavor(kserve_flavor)
+        # OpenShift's SCC admission (None: KCP_SCC decides, on when built; scc_admission.py).
+        self.scc_enabled = scc_admission.enabled_by_default() if scc is None else scc
+        self.scc: scc_admission.SCCAdmission | None = None
         self.kwok: kwok_agent.KwokAgent | None = None
         self.lws: lws_controller.LWSController | None = None
         self.pod_network: LoopbackNet | None = None
@@ -217,6 +222,7 @@ class ControlPlane:
                 if self.kserve_enabled
                 else []
             ),
+            *([(scc_admission.BINARY, "builds the SCC admission: make scc")] if self.scc_enabled else []),
         ):
             if not path.exists():
                 target = "kserve-rhoai" if path == kserve_controller.binary("rhoai") else "controlplane"
@@ -288,7 +294,9 @@ class ControlPlane:
         self.lws = lws_controller.LWSController(self)
         if self.kserve_enabled:
             self.kserve = kserve_controller.KServeController(self, flavor_=self.kserve_flavor)
-        parts = {"kwok": self.kwok, "lws": self.lws, "kserve": self.kserve}
+        if self.scc_enabled:
+            self.scc = scc_admission.SCCAdmission(self)
+        parts = {"kwok": self.kwok, "lws": self.lws, "kserve": self.kserve, "scc": self.scc}
         parts = {k: v for k, v in parts.items() if v is not None}
         for part in parts.values():
             part.launch()
@@ -321,6 +329,7 @@ class ControlPlane:
             "kwok.log",
             "lws.log",
             "llmisvc.log",
+            "sccwebhook.log",
         ):
             p = self.workdir / name
             if p.exists():
@@ -340,7 +349,7 @@ class ControlPlane:
         if self.simulator:
             self.simulator.stop()
             self.simulator = None
-        for part in (self.kserve, self.lws, self.kwok):
+        for part in (self.kserve, self.lws, self.kwok, self.scc):
             if part:
                 part.stop()
         if self._api_client:
@@ -1055,6 +1064,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "kserve": kserve_controller.state(cp.kserve),
         "kwok": kwok_agent.state(cp.kwok),
         "lws": lws_controller.state(cp.lws),
+        "scc": scc_admission.state(cp.scc),
         "pod_network": cp.pod_network.cidr,
     }
     # written whole, then renamed: `up` polls for the file and reads it as soon as it exists
@@ -1068,7 +1078,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # the run that started this plane is gone (make test or molecule interrupted): stop with it
             print(f"owner process {owner} is gone: stopping", file=sys.stderr)
             break
-        gone = [p for p in (cp.kserve, cp.lws, cp.kwok) if p and p.proc.poll() is not None]
+        gone = [p for p in (cp.kserve, cp.lws, cp.kwok, cp.scc) if p and p.proc.poll() is not None]
         if gone:
             (wd / "error.txt").write_text(f"{gone[0].name} exited:\n{gone[0].log_tail()}")
             print(f"{gone[0].name} exited; see {gone[0].log}", file=sys.stderr)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 
 from ..planner import data as catalog
-from . import burst, engine, escalation, grid, inventory, monitoring, platform, quantity, scheduler, summary
+from . import burst, engine, escalation, grid, inventory, monitoring, platform, quantity, scc_grant, scheduler, summary
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -59,6 +59,7 @@ def names(name: str, worker: bool, prefill_worker: bool = False) -> dict:
         "scaledobject": f"{name}-scaler",
         "escalation": f"{name}-escalation",
         "prometheus_rule": f"{name}-slo",
+        "scc_service_account": f"{name}-ipc-lock",  # intent/scc_grant.py
     }
 
 
@@ -445,6 +446,7 @@ class _Model:
             "policy": self.plan.get("policy") or {},
         }
         out["kv_cache"] = self._kv_cache(nm) if out["lmcache"] else None
+        out["scc_grant"] = scc_grant.grant(out, self.decisions)
         out["monitoring"] = monitoring.model_rules(out, self.site, self.options["observability"])
         out["decisions"] = self.decisions
         return out
