@@ -9,12 +9,13 @@
 # plugin removed (`remove_all_sd`) but Kubernetes' (`enable_kubernetes_sd`); file and HTTP discovery
 # are always in.
 #
-# Build times, measured by this file's rules (each build appends to $(CACHE)/autoscaling/build-times.jsonl):
-#   cold (modules downloaded by `go mod tidy` in ~1 min; Go build cache cold for most of these trees), on
-#   this 2-core machine shared with ~8 other helpers' builds (load average 38-44 throughout):
-#     keda-operator + keda-adapter and prometheus, built side by side: still compiling after 55 min
-#     (2026-11-28 21:35-22:30 UTC); the figures of a quiet machine are still to be measured.
-#   warm: still to be measured.
+# Build times, measured by this file's rules (each build appends to $(CACHE)/autoscaling/build-times.jsonl),
+# on this 2-core machine shared with ~8 other helpers' builds (load average 20-44 throughout):
+#   cold (modules fetched by `go mod tidy` in ~1 min; Go build cache cold for most of these trees), the two
+#   built side by side from 21:35 UTC: prometheus 3838 s (64 min; binary 109 MB); keda-operator +
+#   keda-adapter still compiling after 72 min (to be measured).
+#   warm (Go build cache warm, nothing changed): prometheus 100 s (mostly the link; load 20); keda: to be
+#   measured. A quiet machine is several times faster: these are upper bounds.
 # Rebuilt only when a go.mod/go.sum changes. Go caches stay at their defaults outside the repo.
 .PHONY: autoscaling keda prometheus
 
