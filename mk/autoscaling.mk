@@ -13,9 +13,9 @@
 # on this 2-core machine shared with ~8 other helpers' builds (load average 20-44 throughout):
 #   cold (modules fetched by `go mod tidy` in ~1 min; Go build cache cold for most of these trees), the two
 #   built side by side from 21:35 UTC: prometheus 3838 s (64 min; binary 109 MB); keda-operator +
-#   keda-adapter still compiling after 72 min (to be measured).
-#   warm (Go build cache warm, nothing changed): prometheus 100 s (mostly the link; load 20); keda: to be
-#   measured. A quiet machine is several times faster: these are upper bounds.
+#   keda-adapter 4597 s (77 min).
+#   warm (Go build cache warm, nothing changed): prometheus 100 s (mostly the link; load 20); keda: not
+#   measured yet (expect two links of the same order). A quiet machine is several times faster: these are upper bounds.
 # Rebuilt only when a go.mod/go.sum changes. Go caches stay at their defaults outside the repo.
 .PHONY: autoscaling keda prometheus
 
