@@ -174,7 +174,10 @@ def pools(snap: Snapshot, intent: dict) -> list[Pool]:
             kind = "LeaderWorkerSet" if wl.get("worker") is not None else "Deployment"
             name = m["names"]["prefill_workload" if key == "prefill" else "main_workload"]
             plan_pool = (plan.get("pools") or {}).get(wl["role"]) or {}
-            auto = m.get("autoscaling") if key == "main" and wl.get("replicas") is None else None
+            auto = None
+            if wl.get("replicas") is None:
+                # an autoscaled pool: the main pool's range, or the prefill pool's at the plan's ratio
+                auto = (m.get("autoscaling") or {}) if key == "main" else (m.get("autoscaling") or {}).get("prefill")
             out.append(Pool(m["name"], wl["role"], kind, ns, name, plan_pool, wl, auto, snap.pods_of(kind, ns, name)))
     return out
 

@@ -365,6 +365,12 @@ def test_keda_scales_a_gold_queue_faster_than_bronze_on_the_same_pool(intent, ob
     scaled = kind(objects, "ScaledObject")
     assert scaled
     targets = {(m["names"]["main_workload_kind"], m["names"]["main_workload"]) for m in intent["serving"]["models"]}
+    # a disaggregated model's prefill pool scales with its decode pool (issue 34 item 4b)
+    targets |= {
+        ("LeaderWorkerSet" if m["prefill"]["worker"] is not None else "Deployment", m["names"]["prefill_workload"])
+        for m in intent["serving"]["models"]
+        if m["prefill"]
+    }
     prio = {c["name"]: c["priority"] for c in intent["blueprint"]["defaults"]["priority_classes"]}
     for so in scaled:
         assert (so["spec"]["scaleTargetRef"]["kind"], so["spec"]["scaleTargetRef"]["name"]) in targets

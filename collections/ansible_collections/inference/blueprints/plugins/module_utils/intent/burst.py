@@ -34,7 +34,7 @@ import os
 import re
 
 from ..planner import data as catalog
-from . import burst_routes, inventory
+from . import burst_routes, inventory, scaling
 from .schema import SchemaError, suggest
 from .schema import validate as schema_validate
 
@@ -485,17 +485,21 @@ def _spill(intent: dict) -> list[dict]:
 def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
     sa = site["options"]["serving_autoscaling"]
     auto = intent["serving"].get("autoscaling") or {}
-    local = {a["model"]: a for a in auto.get("scaled_objects") or []}
+    local = auto.get("scaled_objects") or []
     secret = f"{opts['burst_routing_metrics_secret']}-{sov['name']}"[:253]
     trig = site.get("autoscaling_trigger") or {}
-    threshold = f"{float(trig.get('queue_threshold') or sa['serving_autoscaling_queue_threshold']):g}"
-    scaled = []
-    for m in intent["serving"]["models"]:
-        a = local.get(m["name"])
-        if a is None:
+    queue = float(trig.get("queue_threshold") or sa["serving_autoscaling_queue_threshold"])
+    models = {m["name"]: m for m in intent["serving"]["models"]}
+    for name in models:
+        if not any(a["model"] == name for a in local):
             raise SchemaError(
-                [(f"models.{m['name']}", "a burst cluster scales from zero: needs the serving_autoscaling component")]
+                [(f"models.{name}", "a burst cluster scales from zero: needs the serving_autoscaling component")]
             )
+    scaled = []
+    for a in local:
+        m = models[a["model"]]
+        # a total over the sovereign pool, per replica of this ScaledObject's pool (prefill: x decode/prefill)
+        threshold = scaling.fmt(scaling.milli_up(queue * a["share"]))
         remote = {
             "name": "sovereign-queue",
             "server": sov["metrics_url"],
@@ -504,7 +508,8 @@ def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
             # on both clusters): under flow control requests wait there, below the spill bound
             "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}"}})',
             "threshold": threshold,
-            "activation": threshold,
+            "activation": f"{queue:g}",
+            "metric_type": scaling.AVERAGE,
         }
         triggers = [remote] + [
             {

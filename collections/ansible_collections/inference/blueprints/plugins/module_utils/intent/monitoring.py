@@ -9,6 +9,8 @@ SubjectAccessReview for ``get`` on the non-resource URL ``/metrics``).
 
 from __future__ import annotations
 
+from . import scaling
+
 # Seed 002, section 8 troubleshooting recipes, in our words: one runbook text per alert family.
 RUNBOOKS = {
     "triage": "First read the metrics, change nothing: vLLM (queue time, prefill and decode time, KV-cache usage) "
@@ -191,78 +193,16 @@ def metrics_reader(site: dict, models: list[dict]) -> dict | None:
 
 
 def autoscaling_common(site: dict, models: list[dict]) -> dict | None:
-    """KEDA triggers per autoscaled model, on EPP metrics that exist at zero replicas."""
+    """KEDA ScaledObjects per autoscaled model (intent/scaling.py), on EPP metrics that exist at zero replicas."""
     sa_opts = site["options"]["serving_autoscaling"]
     trigger = site.get("autoscaling_trigger") or {}
-    queue_threshold = trigger.get("queue_threshold") or sa_opts["serving_autoscaling_queue_threshold"]
-    cooldown = trigger.get("cooldown_seconds") or sa_opts["serving_autoscaling_cooldown_seconds"]
+    queue_threshold = float(trigger.get("queue_threshold") or sa_opts["serving_autoscaling_queue_threshold"])
+    cooldown = int(trigger.get("cooldown_seconds") or sa_opts["serving_autoscaling_cooldown_seconds"])
     out = []
     for m in models:
-        auto = m["autoscaling"]
-        if not auto:
+        if not m["autoscaling"]:
             continue
-        triggers = []
-        tiers = ((m["scheduler"] or {}).get("flow_control") or {}).get("scale") or []
-        if tiers:
-            # AI grid: one trigger per tier on the flow-control queue of that priority, each with the
-            # tier's threshold, so a gold queue adds replicas sooner than a bronze one of the same
-            # length (intent/grid.py). Pool-wide triggers would scale every tier alike: none here.
-            for t in tiers:
-                triggers.append(
-                    {
-                        "name": f"queue-{t['tier']}",
-                        "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}",'
-                        f'priority="{t["priority"]}"}})',
-                        "threshold": str(t["threshold"]),
-                    }
-                )
-        elif m["scheduler"]:
-            if (m["scheduler"] or {}).get("queue_at_zero"):
-                # Demand the router sees while the pool has no endpoint: requests held by its flow control
-                # (the scheduler config turns it on for a pool that scales to zero). The two triggers below
-                # read what only moves once a pod serves: llm_d_epp_average_queue_size averages the pods'
-                # queues and llm_d_epp_request_total counts after a request was scheduled
-                # (llm-d-router v0.9.0 pkg/epp/handlers/server.go), so neither can wake a pool at zero.
-                triggers.append(
-                    {
-                        "name": "epp-held-requests",
-                        "query": f'sum(llm_d_epp_flow_control_queue_size{{inference_pool="{m["names"]["pool"]}"}})',
-                        "threshold": f"{float(queue_threshold):g}",
-                    }
-                )
-            triggers.append(
-                {
-                    "name": "epp-queue",
-                    "query": f'sum(llm_d_epp_average_queue_size{{name="{m["names"]["pool"]}"}})',
-                    "threshold": f"{float(queue_threshold):g}",
-                }
-            )
-            triggers.append(
-                {
-                    "name": "request-arrivals",
-                    "query": f'sum(rate(llm_d_epp_request_total{{target_model_name="{m["served_name"]}"}}'
-                    f"[{sa_opts['serving_autoscaling_rate_window']}]))",
-                    "threshold": "1",
-                }
-            )
-        if not triggers:
-            continue
-        out.append(
-            {
-                "model": m["name"],
-                "name": m["names"]["scaledobject"],
-                "target": {
-                    "apiVersion": "leaderworkerset.x-k8s.io/v1"
-                    if m["names"]["main_workload_kind"] == "LeaderWorkerSet"
-                    else "apps/v1",
-                    "kind": m["names"]["main_workload_kind"],
-                    "name": m["names"]["main_workload"],
-                },
-                "min_replicas": auto["min_replicas"],
-                "max_replicas": auto["max_replicas"],
-                "scale_to_zero": auto["scale_to_zero"],
-                "cooldown_seconds": int(cooldown),
-                "triggers": triggers,
-            }
-        )
+        triggers = scaling.main_triggers(site, m, queue_threshold, sa_opts["serving_autoscaling_rate_window"])
+        if triggers:
+            out.extend(scaling.scaled_objects(m, triggers, cooldown))
     return {"scaled_objects": out} if out else None

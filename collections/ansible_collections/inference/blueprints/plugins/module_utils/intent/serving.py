@@ -15,7 +15,20 @@ from __future__ import annotations
 import copy
 
 from ..planner import data as catalog
-from . import burst, engine, escalation, grid, inventory, monitoring, platform, quantity, scc_grant, scheduler, summary
+from . import (
+    burst,
+    engine,
+    escalation,
+    grid,
+    inventory,
+    monitoring,
+    platform,
+    quantity,
+    scaling,
+    scc_grant,
+    scheduler,
+    summary,
+)
 from . import site as site_mod
 
 # GPU device plugin resource per GPU vendor (planner catalog `vendor`).
@@ -57,6 +70,7 @@ def names(name: str, worker: bool, prefill_worker: bool = False) -> dict:
         "lmcache_config": f"{name}-lmcache",
         "lmcache_server": f"{name}-lmcache-server",
         "scaledobject": f"{name}-scaler",
+        "prefill_scaledobject": f"{name}-prefill-scaler",
         "escalation": f"{name}-escalation",
         "prometheus_rule": f"{name}-slo",
         "scc_service_account": f"{name}-ipc-lock",  # intent/scc_grant.py
@@ -375,12 +389,23 @@ class _Model:
         max_replicas = max(int(auto.get("max_replicas") or replicas), replicas, 1)
         if "serving_autoscaling" not in self.components or not (scale_to_zero or max_replicas > replicas):
             return None
-        return {"scale_to_zero": scale_to_zero, "min_replicas": min_replicas, "max_replicas": max_replicas}
+        out = {
+            "scale_to_zero": scale_to_zero,
+            "min_replicas": min_replicas,
+            "max_replicas": max_replicas,
+            # the load the plan sized the pools for: the per-replica trigger thresholds derive from it
+            "arrival_rate_rps": float((self.plan.get("traffic") or {}).get("arrival_rate_rps") or 0) or None,
+            "prefill": None,
+        }
+        if self.disaggregated and self.pools.get("prefill"):
+            # prefill scales with decode at the plan's ratio (intent/scaling.py), so KServe leaves its replicas too
+            out["prefill"] = scaling.prefill_bounds(out, int(self.pools["prefill"].get("replicas") or 1), replicas)
+        return out
 
     def build(self) -> dict:
         auto = self.autoscaling()
         main = self.workload("main", autoscaled=auto is not None)
-        prefill = self.workload("prefill", autoscaled=False) if self.disaggregated else None
+        prefill = self.workload("prefill", autoscaled=bool(auto and auto["prefill"])) if self.disaggregated else None
         nm = names(self.name, main["worker"] is not None, bool(prefill and prefill["worker"] is not None))
         sched_on = "inference_scheduler" in self.components
         served = inventory.served_name(self.model)
