@@ -107,7 +107,8 @@ def main_triggers(site: dict, m: dict, queue_threshold: float, rate_window: str)
 
 def _slo_text(m: dict) -> str:
     slo = m.get("slo") or {}
-    parts = [f"{k.split('_', maxsplit=1)[0].upper()} p95 {slo[k]:g} ms" for k in ("ttft_p95_ms", "tpot_p95_ms") if slo.get(k)]
+    keys = ("ttft_p95_ms", "tpot_p95_ms")
+    parts = [f"{k.split('_', maxsplit=1)[0].upper()} p95 {slo[k]:g} ms" for k in keys if slo.get(k)]
     return ", ".join(parts) or "no latency SLO"
 
 

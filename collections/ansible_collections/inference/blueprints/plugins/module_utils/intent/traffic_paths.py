@@ -193,7 +193,9 @@ def paths(intent: dict) -> list[dict]:
 
 
 def _peer(ns: str, end: dict) -> dict:
-    peer = {"podSelector": {"matchLabels": dict(sorted(end["pods"].items()))}}
+    """A NetworkPolicy peer. No podSelector for every pod of a namespace: the API server stores an empty
+    ``matchLabels`` as absent, and a peer written with one would read back as drift on every run."""
+    peer = {"podSelector": {"matchLabels": dict(sorted(end["pods"].items()))}} if end["pods"] else {}
     if end["namespace"] != ns:
         peer["namespaceSelector"] = {"matchLabels": {NS_NAME_LABEL: end["namespace"]}}
     return peer
