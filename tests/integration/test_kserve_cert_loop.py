@@ -111,7 +111,7 @@ def test_a_pending_workload_pod_keeps_the_certificate_secret_moving_and_ips_end_
         cp.kubectl("create", "namespace", NS)
         res = cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(_service()))
         assert res.returncode == 0, res.stderr
-        _until(lambda: _workload_pods(cp) and _secret_version(cp), 90, "KServe created the pods and the Secret")
+        _until(lambda: _workload_pods(cp) and _secret_version(cp), 300, "KServe created the pods and the Secret")
         pending = _workload_pods(cp)
         assert all(not p["status"].get("podIP") for p in pending), "a cordoned plane placed a pod"
         # the loop: with nothing changing but the controller's own writes, the Secret keeps moving

@@ -86,7 +86,7 @@ def create(cp, ns: str, svc: dict) -> None:
     assert res.returncode == 0, res.stderr
 
 
-def workloads(cp, ns: str, m: dict, timeout: float = 60.0) -> tuple[list[str], dict]:
+def workloads(cp, ns: str, m: dict, timeout: float = 240.0) -> tuple[list[str], dict]:
     """(problems, pods) of kserve_checks._check_workloads once KServe created every workload of model m."""
     dyn = dynamic.DynamicClient(cp.new_api_client())
     end = time.monotonic() + timeout

@@ -187,6 +187,9 @@ def test_a_converge_prunes_what_the_plan_dropped_and_drift_reports_it_first(clus
         ("PodMonitor", "qwen-batch-b-vllm-serve"),
         ("ServiceMonitor", "qwen-batch-b-epp"),
         ("PrometheusRule", "qwen-batch-b-slo"),
+        # the dropped model's pods are gone, so are the policies that admitted their paths (intent/traffic_paths.py)
+        ("NetworkPolicy", "qwen-batch-b-scheduler-paths"),
+        ("NetworkPolicy", "qwen-batch-b-workload-paths"),
     }, listed
     assert _get(cluster, "keda.sh/v1alpha1", "ScaledObject", "qwen-batch-b-scaler", ns) is None
     assert _get(cluster, "serving.kserve.io/v1alpha2", "LLMInferenceService", "qwen-batch-b", ns) is None
