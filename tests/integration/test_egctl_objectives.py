@@ -14,24 +14,28 @@ door and the AI grid.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from tests.integration.test_egctl_translate import _egctl, _listeners, _rendered, _routes
 
-# llm-d-router v0.9.0 pkg/epp/metadata/consts.go: every header the router reads, current and Old* names
-ROUTER_HEADERS = (
-    "x-llm-d-inference-objective",
-    "x-gateway-inference-objective",
-    "x-llm-d-inference-fairness-id",
-    "x-gateway-inference-fairness-id",
-    "x-llm-d-model-name-rewrite",
-    "x-gateway-model-name-rewrite",
-    "x-llm-d-slo-ttft-ms",
-    "x-slo-ttft-ms",
-    "x-llm-d-slo-tpot-ms",
-    "x-slo-tpot-ms",
-)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _router_headers() -> tuple[str, ...]:
+    """Every request header llm-d-router v0.9.0 names in pkg/epp/metadata/consts.go (current and Old* names), read
+    from the snapshot the data-plane build unpacks, not a copy kept here: the collection's own list
+    (intent/scheduler.ROUTER_HEADERS) is checked against the router's. The destination-endpoint headers are the
+    picker's answer to the proxy, not a client's input: left out."""
+    consts = next((ROOT / ".cache" / "upstream").glob("llm-d-router-*/pkg/epp/metadata/consts.go"), None)
+    assert consts is not None, "the llm-d router snapshot is not unpacked: `make dataplane` unpacks it"
+    names = set(re.findall(r'"(x-[a-z0-9-]+)"', consts.read_text()))
+    return tuple(sorted(n for n in names if not n.startswith("x-gateway-destination-endpoint")))
+
+
+ROUTER_HEADERS = _router_headers()
 
 
 def _fits(match: dict, path: str, headers: dict[str, str]) -> bool:
