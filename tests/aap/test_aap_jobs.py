@@ -127,7 +127,9 @@ def _actions(job: awx.Job) -> set[str]:
 
 def test_converge_workflow_runs_each_job_template_as_aap_does(jobs, tmp_path_factory):
     workdir = jobs.controller.workdir
-    wf_vars = {"serving_namespace": NAMESPACE, "report_dir": str(workdir / "reports")}
+    # no model server runs here to benchmark (the verify job would fail, rightly, on "nothing measured":
+    # tests/slo/test_nothing_measured.py): the workflow answers the verify survey's question with false
+    wf_vars = {"serving_namespace": NAMESPACE, "report_dir": str(workdir / "reports"), "verify_slo_require": "false"}
     launched: dict[str, awx.Job] = {}
     approvals = []
 
@@ -166,6 +168,7 @@ def test_converge_workflow_runs_each_job_template_as_aap_does(jobs, tmp_path_fac
     # verify: everything the serving stage waits for is ready, nothing changed
     assert "inference.blueprints.k8s_wait" in _actions(verify) and verify.changed == 0
     assert verify.extra_vars["verify_timeout"] == 120  # the survey's default went in
+    assert verify.extra_vars["verify_slo_require"] == "false"  # the workflow's answer, read by verify.yml as a bool
 
     again = jobs.launch("inference-blueprints serving", launch_vars=wf_vars)
     assert again.status == "successful" and again.changed == 0, [

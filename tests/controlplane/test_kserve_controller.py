@@ -158,12 +158,20 @@ def script(c: dict) -> str:
     return c["command"][2]
 
 
+_NAMESPACES: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def kcluster(cluster_factory):
     cp = cluster_factory(DEFAULT_PROFILE, name="kserve", kserve=True, kserve_flavor=UPSTREAM)
     res = apply(cp, *kserve_controller.ingress_gateway())  # the platform's Gateway KServe's config names
     assert res.returncode == 0, res.stderr
-    return cp
+    yield cp
+    # the plane is the session's: later modules (tests/faults) place a P/D service on its GPUs, which this
+    # module's services would otherwise keep holding
+    if _NAMESPACES:
+        cp.kubectl("delete", "namespace", *_NAMESPACES, "--ignore-not-found", "--timeout=100s")
+    _NAMESPACES.clear()
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +181,7 @@ def presets() -> dict[str, dict]:
 
 def namespace(cp, ns: str) -> str:
     cp.kubectl("create", "namespace", ns)
+    _NAMESPACES.append(ns)
     return ns
 
 

@@ -75,25 +75,45 @@ def _running(cp, ns: str) -> list[dict] | None:
     return live if ok else None
 
 
-def _until(cond, timeout: float, what: str):
+def _until(cond, timeout: float, what: str, seen=None):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = cond()
         if got:
             return got
         time.sleep(0.5)
-    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+    raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))
+
+
+def _seen(cp, ns: str) -> str:
+    """What a wait saw: each pod's node and phase, why an unplaced one is unplaced, the service's conditions."""
+    pods = []
+    for p in _pods(cp, ns):
+        why = [c.get("message", "") for c in p["status"].get("conditions", []) if c.get("reason") == "Unschedulable"]
+        pods.append(f"{p['metadata']['name']} on {p['spec'].get('nodeName') or '-'} {p['status'].get('phase')} {why}")
+    svc = _get(cp, "-n", ns, "get", "llminferenceservice", NAME)
+    conds = {c["type"]: c["status"] for c in svc.get("status", {}).get("conditions", [])}
+    return f"pods {pods or 'none'}, conditions {conds}"
 
 
 @pytest.fixture
 def served(kserve, request):
     ns = f"fault-{request.node.name.split('_')[1]}"[:40]
     kserve.kubectl("create", "namespace", ns)
-    res = kserve.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(_service(ns)))
-    assert res.returncode == 0, res.stderr
-    _until(lambda: _running(kserve, ns) and _ready(kserve, ns), 180, f"{NAME} Ready with every pod placed")
-    yield ns
-    kserve.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
+    try:
+        res = kserve.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(_service(ns)))
+        assert res.returncode == 0, res.stderr
+        # (KServe's first reconcile of a P/D service on a loaded machine: up to minutes, as in tests/integration)
+        _until(
+            lambda: _running(kserve, ns) and _ready(kserve, ns),
+            300,
+            f"{NAME} Ready with every pod placed",
+            seen=lambda: _seen(kserve, ns),
+        )
+        yield ns
+    finally:
+        # waited for: the next test places the same service on the GPUs these pods hold
+        kserve.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=100s")
 
 
 def _uids(snapshot: dict) -> dict[str, str]:
