@@ -91,7 +91,7 @@ def _stubs(objs: list[dict]) -> list[dict]:
         if o["kind"] == "Gateway":
             for ls in o["spec"]["listeners"]:
                 for ref in (ls.get("tls") or {}).get("certificateRefs") or []:
-                    add(_tls_secret(ref["name"], ns, ls.get("hostname") or "front.example"))
+                    add(_tls_secret(ref["name"], ref.get("namespace") or ns, ls.get("hostname") or "front.example"))
         if o["kind"] == "SecurityPolicy":
             for ref in (o["spec"].get("apiKeyAuth") or {}).get("credentialRefs") or []:
                 add(_opaque(ref["name"], ns, {ref["name"]: f"key-of-{ref['name']}"}))

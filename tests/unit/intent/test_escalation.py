@@ -220,7 +220,7 @@ def test_a_site_without_escalation_renders_no_front_door():
 def test_the_grid_serves_its_ingress_name_with_a_certificate_by_reference(grid_side):
     _, objs = grid_side
     (gw,) = kind(objs, "Gateway")
-    https = next(ls for ls in gw["spec"]["listeners"] if ls["protocol"] == "HTTPS")
+    https = next(ls for ls in gw["spec"]["listeners"] if ls.get("hostname") == "grid.eu-central.example.com")
     assert https["tls"]["certificateRefs"] == [{"group": "", "kind": "Secret", "name": "grid-ingress-tls"}]
 
     def no_cert(v):

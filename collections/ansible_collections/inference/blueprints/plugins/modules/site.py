@@ -261,6 +261,19 @@ notes:
     HTTPS listener serves; example {secret: grid-ingress-tls} (inventories/example-ai-grid); blueprints: ai_grid."
   - "C(ingress.certificate.secret) (str, required); valid: a Secret name; example grid-ingress-tls
     (inventories/example-ai-grid); blueprints: ai_grid."
+  - "C(front_door_tls) (dict); TLS of the front doors that carry API keys (ai_grid) or regulated bodies
+    (sovereign_burst's on-prem cluster); default: a certificate from OpenShift's service CA; valid: What a source
+    needs, said before anything is applied; blueprints: any."
+  - "C(front_door_tls.source) (str); where the front door's certificate comes from: OpenShift's service CA,
+    cert-manager, a Secret of the site's, or plaintext (no TLS: API keys and request bodies cross the listener in the
+    clear); default service-ca; valid: one of service-ca, cert-manager, secret, plaintext; blueprints: any."
+  - "C(front_door_tls.issuer) (dict); cert-manager: the issuer that signs the certificate; blueprints: any."
+  - "C(front_door_tls.issuer.kind) (str); default ClusterIssuer; valid: one of ClusterIssuer, Issuer; blueprints:
+    any."
+  - "C(front_door_tls.issuer.name) (str); valid: an issuer name; blueprints: any."
+  - "C(front_door_tls.hostnames) (list of str); cert-manager: the names the certificate is for (the first is the front
+    door's address); blueprints: any."
+  - "C(front_door_tls.secret) (str); secret: the kubernetes.io/tls Secret; valid: a Secret name; blueprints: any."
   - "C(gitops) (dict); delivery=gitops: the repository and the Argo CD that delivers it; blueprints: any."
   - "C(gitops.repo_url) (str); Git repository Argo CD syncs from (the render_dir is its working tree), without
     credentials; blueprints: any."

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_exposure, burst_pin, inventory, limits, scheduler
+from . import burst_exposure, burst_pin, front_door_tls, inventory, limits, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -220,7 +220,12 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
     problems = burst_pin.pin_violations(rules, onprem["name"], header, burstable, ns)
     if problems:  # the render-time pin: nothing is rendered that could send regulated traffic off-prem
         raise SchemaError([("sovereign_burst.request_classes", p) for p in problems])
-    gateway = {**_gateway(opts), "port": opts["burst_routing_listener_port"]}
+    gateway = _gateway(opts)
+    # regulated request bodies cross it: TLS unless the site says plaintext (intent/front_door_tls.py)
+    door = {"gateway": gateway["name"], "namespace": ns, "port": opts["burst_routing_listener_port"]}
+    door.update(carries="regulated request bodies", eg_namespace=opts["burst_routing_envoy_gateway_namespace"])
+    gateway["tls"] = front_door_tls.build(site, door)
+    gateway["port"] = gateway["tls"]["listener"]["port"]
     route = backend_name(site, "front")
     return {
         "gateway": gateway,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..planner import data as catalog
-from . import inventory, limits, scheduler
+from . import front_door_tls, inventory, limits, scheduler, traffic_paths
 from .schema import SchemaError, suggest
 
 COMPONENT = "ai_gateway"
@@ -309,13 +309,18 @@ def build(site: dict, intent: dict) -> dict | None:
         out["objectives"] = {models[n]["served_name"]: models[n]["objectives"][t["tier"]] for n in t["models"]}
         out["cascade_objectives"] = [models[n]["objectives"][t["tier"]] for n in out["cascade"]]
         tenants.append(out)
+    # tenant API keys cross the front door: TLS unless the site says plaintext (intent/front_door_tls.py)
+    door = {"gateway": opts["ai_gateway_gateway_name"], "namespace": ns, "port": opts["ai_gateway_listener_port"]}
+    door.update(carries="tenant API keys", eg_namespace=traffic_paths.ENVOY_GATEWAY_NAMESPACE)
+    tls = front_door_tls.build(site, door)
     gw = {
         "namespace": ns,
         "name": opts["ai_gateway_gateway_name"],
         "class": opts["ai_gateway_gateway_class"],
         "create_class": opts["ai_gateway_create_gateway_class"],
         "controller_name": opts["ai_gateway_controller_name"],
-        "port": opts["ai_gateway_listener_port"],
+        "port": tls["listener"]["port"],
+        "tls": tls,
         # every class's p95 prompt through the tier Lua's body() and the AI Gateway's ext_proc (intent/limits.py)
         "buffer": limits.buffer(intent["plans"], list(models)),
         "headers": headers,

@@ -25,6 +25,7 @@ from .. import ownership
 from ..planner import data as catalog
 from ..planner import hf_config
 from ..planner import inputs as planner_inputs
+from . import front_door_tls
 from .schema import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -733,6 +734,7 @@ SITE_FIELDS: dict[str, Field] = {
         },
         doc="ai_grid: the front door's HTTPS listener for callers outside the cluster (edge escalation)",
     ),
+    "front_door_tls": front_door_tls.FIELD,
     "gitops": Field(
         "dict",
         options={
@@ -807,6 +809,7 @@ SITE_ONLY = (
     "tenants",
     "cascade",
     "ingress",
+    "front_door_tls",
     "calibration",
     "sovereign_burst",
     "vllm_version",

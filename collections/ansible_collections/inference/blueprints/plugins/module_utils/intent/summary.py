@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..planner import report as plan_report
 from ..planner import units
-from . import burst, placement, slo_gate
+from . import burst, front_door_tls, placement, slo_gate
 
 
 def pool_text(role: str, pool: dict) -> str:
@@ -68,6 +68,7 @@ def lines(intent: dict) -> list[str]:
     out.extend(placement.lines(intent))
     out.extend(grid_lines(intent))
     out.extend(burst.summary_lines(intent))  # sovereign burst: sizing and warm-up budget
+    out.extend(front_door_tls.summary_lines(intent))  # each front door's TLS; a plaintext one warned
     out.extend(slo_gate.summary_lines(intent))  # plans that miss their SLOs: stopped, rendered or accepted
     return out
 
