@@ -343,3 +343,107 @@ def test_what_stays_on_prem_is_accepted(cluster, pinned):
     ):
         res = _apply(cluster, [obj], dry_run=True)
         assert res.returncode == 0, (obj["kind"], obj["metadata"]["name"], res.stderr)
+
+
+# ------------------------------------------------------------------ the shared gateway (intent/burst_pin_shared.py)
+SHARED = {"name": "openshift-ai-inference", "namespace": "openshift-ingress"}
+OTHER = "team-b"  # another namespace with routes on the shared gateway, as KServe makes for its models
+
+
+def _foreign(matches: list[dict] | None = None, hostnames: list[str] | None = None, kind: str = "HTTPRoute") -> dict:
+    rule = {"backendRefs": [{"name": "anywhere", "port": 8000}]}
+    if matches is not None:
+        rule["matches"] = matches
+    spec = {"parentRefs": [{**SHARED}], "rules": [rule]}
+    if hostnames:
+        spec["hostnames"] = hostnames
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": "foreign", "namespace": OTHER},
+        "spec": spec,
+    }
+
+
+def _model_header(value: str, kind: str = "Exact") -> dict:
+    return {"name": "X-Gateway-Model-Name", "type": kind, "value": value}
+
+
+def _shared_cases(host: str) -> dict[str, dict]:
+    mine = f"publishers/{NS}/models/Qwen3.5-35B-A3B"
+    return {
+        "the front door's Host as a hostname": _foreign(hostnames=[host]),
+        "a wildcard hostname covering the front door's Host": _foreign(hostnames=["*." + host.split(".", 1)[1]]),
+        "a longer prefix under the sovereign model's path": _foreign(
+            [{"path": {"type": "PathPrefix", "value": f"/{NS}/qwen-chat/v1/chat"}}]
+        ),
+        "the sovereign namespace's path itself": _foreign([{"path": {"type": "PathPrefix", "value": f"/{NS}"}}]),
+        "an exact publisher path of the sovereign namespace": _foreign(
+            [{"path": {"type": "Exact", "value": f"/{mine}/v1/chat/completions"}}]
+        ),
+        "a prefix under /v1 without a model header": _foreign([{"path": {"type": "PathPrefix", "value": "/v1/chat"}}]),
+        "/v1 with more headers than KServe's route": _foreign(
+            [{"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [{"name": "a", "value": "1"}]}]
+        ),
+        "/v1 with the sovereign model's header": _foreign(
+            [{"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_model_header(mine)]}]
+        ),
+        "a regular expression path": _foreign([{"path": {"type": "RegularExpression", "value": "/.*"}}]),
+        "a regular expression model header": _foreign(
+            [{"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_model_header(".*", "RegularExpression")]}]
+        ),
+        # (a namespace with a hyphen is no valid gRPC service name: the CRD refuses it first; v1 is one)
+        "a gRPC method of service v1, matched as the path /v1/": {
+            **_foreign(kind="GRPCRoute"),
+            "spec": {
+                "parentRefs": [{**SHARED}],
+                "rules": [
+                    {
+                        "matches": [{"method": {"service": "v1"}, "headers": [{"name": "a", "value": "1"}]}],
+                        "backendRefs": [{"name": "x", "port": 8000}],
+                    }
+                ],
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def shared(cluster, pinned):
+    made = _apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}}])
+    assert made.returncode == 0, made.stderr
+    intent = cli.site_intents(str(SITE), None)[SOV]
+    return intent["burst"]["front_door"]["onprem"]["hostname"]
+
+
+@pytest.mark.parametrize("case", sorted(_shared_cases("gw.openshift-ingress.svc")))
+def test_routes_of_other_namespaces_on_the_shared_gateway_cannot_take_regulated_requests(cluster, shared, case):
+    refused = _apply(cluster, [_shared_cases(shared)[case]], dry_run=True)
+    assert refused.returncode != 0, f"{case}: accepted"
+    assert "regulated pin: a route of another namespace" in refused.stderr, refused.stderr
+
+
+def test_other_namespaces_keep_their_own_routes_on_the_shared_gateway(cluster, shared):
+    own = f"publishers/{OTHER}/models/m"
+    for obj in (
+        # what KServe makes for a model of another namespace: its paths, /v1 with its own model header
+        _foreign(
+            [
+                {"path": {"type": "PathPrefix", "value": f"/{OTHER}/m/"}},
+                {"path": {"type": "PathPrefix", "value": f"/{own}/"}},
+                {"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_model_header(own)]},
+            ]
+        ),
+        _foreign(hostnames=["team-b.apps.example.com"]),  # a Host of its own
+        _foreign(),  # the default match (PathPrefix /): shorter than every regulated path
+    ):
+        res = _apply(cluster, [obj], dry_run=True)
+        assert res.returncode == 0, res.stderr
+    # the sovereign namespace's own routes are the other policy's: a KServe-like route there is accepted
+    kserve_like = copy.deepcopy(_foreign([{"path": {"type": "PathPrefix", "value": f"/{NS}/qwen-chat/"}}]))
+    kserve_like["metadata"]["namespace"] = NS
+    kserve_like["spec"]["rules"][0]["backendRefs"] = [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "p", "port": 8000}
+    ]
+    res = _apply(cluster, [kserve_like], dry_run=True)
+    assert res.returncode == 0, res.stderr

@@ -429,8 +429,13 @@ def test_the_build_refuses_to_render_a_route_the_pin_check_rejects(site_vars, mo
 
 
 def test_the_admission_policy_names_the_on_prem_backend_and_the_burstable_classes(objects):
-    (vap,) = kind(objects[SOV], "ValidatingAdmissionPolicy")
-    (binding,) = kind(objects[SOV], "ValidatingAdmissionPolicyBinding")
+    # the sovereign namespace's policy, and the one over other namespaces' routes on the shared gateway
+    vap, shared = sorted(kind(objects[SOV], "ValidatingAdmissionPolicy"), key=lambda o: len(o["metadata"]["name"]))
+    binding, _ = sorted(
+        kind(objects[SOV], "ValidatingAdmissionPolicyBinding"), key=lambda o: len(o["metadata"]["name"])
+    )
+    assert shared["metadata"]["name"] == vap["metadata"]["name"] + "-shared-gateway"
+    assert "namespace" not in shared["metadata"]  # cluster-scoped
     assert binding["spec"]["policyName"] == vap["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"] and vap["spec"]["failurePolicy"] == "Fail"
     route_rule = vap["spec"]["validations"][0]["expression"]

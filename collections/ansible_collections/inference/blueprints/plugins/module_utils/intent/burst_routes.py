@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_exposure, burst_pin, front_door_tls, inventory, limits, scheduler
+from . import burst_exposure, burst_pin, burst_pin_shared, front_door_tls, inventory, limits, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -267,6 +267,12 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
                 "header": header,
                 "burstable": burstable,
             },
+        ),
+        # the routes of other namespaces on the shared gateway the on-prem Backend leads to
+        "shared_pin": burst_pin_shared.policy(
+            {"name": backend_name(site, "regulated-pin"), "namespace": ns},
+            site["options"]["model_service"]["model_service_gateway"],
+            onprem["hostname"],
         ),
     }
 
