@@ -87,6 +87,13 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section(f"seconds per test file ({total:.0f} s in tests)")
     for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:40]:
         terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:5.1f} %  {path}")
+    if _cluster.STARTS:
+        by_file: dict[str, list[float]] = {}
+        for where, _profile, seconds in _cluster.STARTS:
+            by_file.setdefault(where, []).append(seconds)
+        terminalreporter.section(f"control planes started: {len(_cluster.STARTS)} (this process)")
+        for where, secs in sorted(by_file.items(), key=lambda kv: -len(kv[1])):
+            terminalreporter.write_line(f"{len(secs):4d} started, {sum(secs):7.1f} s to ready  {where}")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -80,6 +80,7 @@ _CLIENT_LOCK = threading.RLock()  # kubeconfig loads and the shared client (see 
 # Instances whose kcp had exited on its own when they were stopped: what it said last (its work directory goes
 # with the stop). A test that fails on a dropped connection then names the cause (tests/conftest.py).
 DEATHS: list[str] = []
+STARTS: list[tuple[str, str, float]] = []  # every start of this process: (test file, profile, seconds to ready)
 LIVE: weakref.WeakSet = weakref.WeakSet()  # instances started and not stopped
 
 
@@ -283,6 +284,10 @@ class ControlPlane:
             raise
         self.ready_seconds = time.monotonic() - t0
         LIVE.add(self)
+        # (test file, profile, seconds to ready): tests/conftest.py prints the starts of a pytest session by
+        # file; each costs the machine about half a minute of CPU (kube-apiserver loading every CRD)
+        where = (os.environ.get("PYTEST_CURRENT_TEST") or "outside a test").split("::", 1)[0]
+        STARTS.append((where, self.profile_name, self.ready_seconds))
         return self
 
     def _start_components(self, t0: float, timeout: float) -> None:

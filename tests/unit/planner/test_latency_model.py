@@ -82,6 +82,27 @@ def test_collectives_follow_the_layout():
     assert wide.stage(32, 0, 900)["ep_exchange"] > moe.stage(32, 0, 900)["ep_exchange"]
 
 
+def test_a_tp_group_across_nodes_pays_the_node_interconnect():
+    """Issue 36 item 3: DeepSeek-V3 with its experts split by TP over 2 x 8 H100 all-reduces over RDMA (50 GB/s per
+    GPU, aiconfigurator's h100_sxm inter_node_bw), never at NVLink's 450; Ethernet costs more still."""
+    lay = Layout(tp=16)
+    nv, rdma, eth = (engine("DeepSeek-V3", lay=lay, ic=ic) for ic in ("nvlink", "rdma", "ethernet"))
+    assert rdma.tp_spans_nodes and not engine("DeepSeek-V3", lay=Layout(tp=8), ic="rdma").tp_spans_nodes
+    ar = {k: e.stage(64, 0, 2000)["allreduce"] for k, e in (("nv", nv), ("rdma", rdma), ("eth", eth))}
+    assert ar["nv"] < ar["rdma"] < ar["eth"], ar
+    # one all-reduce: the ring's bus is the RDMA link's per-GPU bandwidth, two crossings' latency added
+    big = 64 * 2**20
+    link = perf.interconnect("rdma")
+    want = (
+        rdma.eff.allreduce_latency_s + 2 * link["latency_us"] * 1e-6 + big * 2 * 15 / 16 / (link["gb_s_per_gpu"] * 1e9)
+    )
+    assert rdma._allreduce(big) == pytest.approx(want)
+    # a prefill chunk's all-reduces are bandwidth-bound: several times NVLink's
+    assert rdma.stage(0, 8192, 0, 4096)["allreduce"] > 3 * nv.stage(0, 8192, 0, 4096)["allreduce"]
+    step_nv, step_rdma = nv.stage(64, 0, 2000), rdma.stage(64, 0, 2000)
+    assert sum(step_rdma.values()) > sum(step_nv.values())
+
+
 def test_sequence_parallel_moe_exchanges_over_the_ep_group():
     """vLLM's sequence-parallel MoE (ParallelConfig.use_sequence_parallel_moe: the default allgather_reducescatter
     exchange, expert parallelism, TP > 1 and DP > 1): each TP rank sends its 1/TP of the tokens over the whole EP group

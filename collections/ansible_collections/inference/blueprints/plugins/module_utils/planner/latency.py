@@ -183,6 +183,7 @@ class EngineModel:
         # exchange runs over the whole EP group (TP x DP ranks) and a TP all-gather replaces the MoE's all-reduce
         self.sp_moe = moe and self.ep > 1 and tp > 1 and self.dp > 1
         self.pp_spans_nodes = tp * pp > topo.gpn
+        self.tp_spans_nodes = tp > topo.gpn  # the TP all-reduce's ring crosses the node interconnect
         self.inter = perf.interconnect(topo.interconnect)
         self._cache: dict = {}
 
@@ -215,11 +216,19 @@ class EngineModel:
         return max(flops / (peak * ce) if flops else 0.0, nbytes / (self.bw * be) if nbytes else 0.0)
 
     def _allreduce(self, nbytes: float) -> float:
+        """One TP all-reduce (the dense layers', and a MoE layer's with its experts split by TP): a ring whose bus is
+        NVLink's inside a node; when the TP group spans nodes the ring crosses the node interconnect, whose per-GPU
+        bandwidth bounds its bus and whose latency every crossing adds (issue 36 item 3: a TP16 engine over two
+        nodes was priced as if NVLink joined them)."""
         if self.tp <= 1:
             return 0.0
         eff = self.eff
         bus = eff.allreduce_bus.get(self.tp) or min(eff.allreduce_bus.values())
-        return eff.allreduce_latency_s + nbytes * 2 * (self.tp - 1) / self.tp / (bus * 1e9)
+        latency = eff.allreduce_latency_s
+        if self.tp_spans_nodes:
+            bus = min(bus, self.inter["gb_s_per_gpu"] or bus)
+            latency += 2 * self.inter["latency_us"] * 1e-6
+        return latency + nbytes * 2 * (self.tp - 1) / self.tp / (bus * 1e9)
 
     def _nccl(self, table: dict, n: int, nbytes: float) -> float:
         """One NCCL all-gather / reduce-scatter of an ``nbytes`` buffer over ``n`` ranks: latency + bus time."""
