@@ -11,7 +11,10 @@ asserts on objects only its *_odh.go code creates or withholds:
   ``enableLLMInferenceServiceTLS``, Istio DestinationRules that originate TLS to the engines and the
   endpoint picker;
 * ``router_preconditions_odh.go``: without Red Hat Connectivity Link's AuthPolicy CRD, a service that
-  does not opt out of auth (``security.opendatahub.io/enable-auth: "false"``) gets no HTTPRoute.
+  does not opt out of auth (``security.opendatahub.io/enable-auth: "false"``) gets no HTTPRoute;
+* ``scheduler.go`` schedulerTransform, with the odh preset's router version 0.10.0: an inline scheduler config
+  (the collection's) runs with a metrics-data-source plugin added, every scheduling profile as written
+  (tests/kserve_checks.py INJECTED_PLUGINS).
 
 Upstream v0.20.0 does none of these (tests/controlplane/test_kserve_controller.py runs it).
 """
@@ -19,10 +22,12 @@ Upstream v0.20.0 does none of these (tests/controlplane/test_kserve_controller.p
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from controlplane import kserve_controller, kserve_rhoai
 from controlplane.cluster import DEFAULT_PROFILE
 from controlplane.test_kserve_controller import (
+    EPP_CONFIG,
     ROUTER,
     apply,
     conditions,
@@ -34,6 +39,7 @@ from controlplane.test_kserve_controller import (
     wait_for,
     wait_ready,
 )
+from tests.kserve_checks import INJECTED_PLUGINS
 
 pytestmark = pytest.mark.cluster
 
@@ -129,3 +135,20 @@ def test_without_connectivity_link_a_service_with_auth_gets_no_route(rcluster):
 
     wait_for(refused, timeout=60, what="OpenShift AI's refusal to route without an AuthPolicy CRD")
     assert get(rcluster, "httproute", "-n", ns)["items"] == []
+
+
+def test_an_inline_scheduler_config_runs_with_the_metrics_data_source_added(rcluster):
+    ns, name = namespace(rcluster, "rhoai-epp"), "epp"
+    router = ROUTER | {"scheduler": {"config": {"inline": EPP_CONFIG}}}
+    obj = llmisvc(name, ns, replicas=1, template={"containers": [container()]}, router=router)
+    assert apply(rcluster, opted_out(obj)).returncode == 0
+    wait_ready(rcluster, ns, name)
+    epp = must_get(rcluster, "deployment", f"{name}-kserve-router-scheduler", "-n", ns)
+    main = next(c for c in epp["spec"]["template"]["spec"]["containers"] if c["name"] == "main")
+    running = yaml.safe_load(main["args"][main["args"].index("--config-text") + 1])
+    ours = [p["type"] for p in EPP_CONFIG["plugins"]]
+    runs = [p["type"] for p in running["plugins"]]
+    added = [t for t in runs if t not in ours]
+    assert added == list(INJECTED_PLUGINS), runs
+    assert [t for t in runs if t in ours] == ours
+    assert running["schedulingProfiles"] == EPP_CONFIG["schedulingProfiles"]
