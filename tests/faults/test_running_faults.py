@@ -2,8 +2,9 @@
 on the session's KServe plane: real kube-apiserver, kube-scheduler and controllers, kwok as the node agent,
 the LeaderWorkerSet controller and KServe v0.20.0's LLMInferenceService controller.
 
-The example chat site's ``qwen-chat`` service (P/D: a prefill Deployment, a decode LeaderWorkerSet, the
-endpoint picker) runs until every workload pod has an IP and the service is Ready; then
+The example chat site's serving stage is converged (``serving.yml``, as a user runs it) into a namespace of
+its own; its ``qwen-chat`` service (P/D: a prefill Deployment, a decode LeaderWorkerSet, the endpoint picker)
+runs until every workload pod has an IP and the service is Ready; then
 
 1. KServe's controller is killed (SIGKILL, a crash) and started again: nothing it made is recreated (same
    UIDs), no pod is restarted, the service stays Ready, and once it resynced nothing moves (no loop);
@@ -11,23 +12,22 @@ endpoint picker) runs until every workload pod has an IP and the service is Read
    machine that is gone): the pod garbage collector deletes its pods, the Deployment and the LeaderWorkerSet
    make new ones and the real scheduler places them on the spare GPUs of the other node.
 
-Each prints its figure (seconds to recover) as a ``FIGURE`` line for docs/reliability.md.
+After each fault and its recovery the converge is run again and changes nothing. Each prints its figure
+(seconds to recover) as a ``FIGURE`` line for docs/reliability.md.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils import cli
-from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 from controlplane import kserve_controller
 from controlplane.cluster import DEFAULT_PROFILE
 
 from tests import quiet
-from tests.serving_helpers import INVENTORIES
+from tests.ansible_run import run_playbook
+from tests.serving_helpers import INVENTORIES, PLAYBOOKS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -43,14 +43,6 @@ def kserve(cluster_factory):
     res = cp.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in gateway))
     assert res.returncode == 0, res.stderr
     return cp
-
-
-def _service(ns: str) -> dict:
-    intent = cli.site_intents(str(INVENTORIES / "example-chat"), None)["chat-east-1"]
-    objs = render.render_components(intent["stages"]["serving"], intent)
-    svc = copy.deepcopy(next(o for o in objs if o["kind"] == "LLMInferenceService" and o["metadata"]["name"] == NAME))
-    svc["metadata"]["namespace"] = ns
-    return svc
 
 
 def _get(cp, *args: str) -> dict:
@@ -96,13 +88,30 @@ def _seen(cp, ns: str) -> str:
     return f"pods {pods or 'none'}, conditions {conds}"
 
 
+def _converge(cp, ns: str, tmp_path):
+    """The chat site's serving stage into ``ns``, as a user runs it (its own readiness wait left to the test)."""
+    return run_playbook(
+        PLAYBOOKS / "serving.yml",
+        INVENTORIES / "example-chat",
+        kubeconfig=cp.kubeconfig,
+        extravars={"serving_namespace": ns, "model_service_wait": False, "report_dir": str(tmp_path / "reports")},
+    )
+
+
+def _rerun_changes_nothing(cp, ns: str, tmp_path) -> None:
+    """After a fault and its recovery, the converge finds the site as it left it: nothing to change, no failure."""
+    again = _converge(cp, ns, tmp_path)
+    assert again.rc == 0, again.failure_messages() or again.stdout[-3000:]
+    changed = [(r[0], r[1]) for r in again.results if r[3] == "ok" and r[4].get("changed")]
+    assert again.changed == 0, f"the rerun after the fault changed: {changed}"
+
+
 @pytest.fixture
-def served(kserve, request):
+def served(kserve, request, tmp_path):
     ns = f"fault-{request.node.name.split('_')[1]}"[:40]
-    kserve.kubectl("create", "namespace", ns)
     try:
-        res = kserve.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(_service(ns)))
-        assert res.returncode == 0, res.stderr
+        first = _converge(kserve, ns, tmp_path)
+        assert first.rc == 0, first.failure_messages() or first.stdout[-3000:]
         # (KServe's first reconcile of a P/D service on a loaded machine: up to minutes, as in tests/integration)
         _until(
             lambda: _running(kserve, ns) and _ready(kserve, ns),
@@ -120,7 +129,7 @@ def _uids(snapshot: dict) -> dict[str, str]:
     return {k: o["metadata"]["uid"] for k, o in snapshot.items()}
 
 
-def test_kserve_controller_crash_recreates_nothing_and_resyncs_quietly(kserve, served):
+def test_kserve_controller_crash_recreates_nothing_and_resyncs_quietly(kserve, served, tmp_path):
     cp, ns = kserve, served
     kubectl = [str(cp.binary), "kubectl", f"--kubeconfig={cp.kubeconfig}"]
     before = quiet.snapshot(kubectl, [ns], None)
@@ -139,10 +148,11 @@ def test_kserve_controller_crash_recreates_nothing_and_resyncs_quietly(kserve, s
     assert {p["metadata"]["uid"] for p in _pods(cp, ns)} == pods, "a pod was replaced"
     noisy = quiet.check(kubectl, [ns], None, 10)
     assert not noisy, "not quiet after the restart:\n" + "\n".join(noisy)
+    _rerun_changes_nothing(cp, ns, tmp_path)
     print(f"FIGURE kserve-restart: controller back in {back:.1f} s; 0 objects recreated, 0 pods replaced")
 
 
-def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served):
+def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, tmp_path):
     cp, ns = kserve, served
     pods = _running(cp, ns)
     node = pods[0]["spec"]["nodeName"]
@@ -162,6 +172,7 @@ def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served):
         again = _until(replaced, 180, f"the {len(on_node)} pod(s) of lost node {node} placed on another node")
         took = time.monotonic() - t0
         assert _until(lambda: _ready(cp, ns), 60, f"{NAME} Ready again")
+        _rerun_changes_nothing(cp, ns, tmp_path)
         print(
             f"FIGURE node-lost: {len(on_node)} pod(s) of {node} placed again on "
             f"{sorted({p['spec']['nodeName'] for p in again})} in {took:.1f} s"
