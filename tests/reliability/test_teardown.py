@@ -14,7 +14,7 @@ import json
 import re
 
 import pytest
-from ansible_collections.inference.blueprints.plugins.module_utils.intent.traffic_paths import ENVOY_GATEWAY_NAMESPACE
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.burst_exposure import ENVOY_GATEWAY_NAMESPACE
 
 from tests.reliability import results
 from tests.reliability.harness import (

@@ -20,6 +20,9 @@ router is the only way in, so no cloud load balancer is bought for it.
 from __future__ import annotations
 
 ENVOY_PROXY_GROUP, ENVOY_PROXY_KIND = "gateway.envoyproxy.io", "EnvoyProxy"
+# Envoy Gateway's controller namespace in its install, where it runs every Gateway's proxies and their Service
+# (ControllerNamespace deploy mode); read by intent/traffic_paths.py and intent/front_door_tls.py's callers
+ENVOY_GATEWAY_NAMESPACE = "envoy-gateway-system"
 
 
 def listener_port_name(protocol: str, port: int) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..planner import data as catalog
-from . import front_door_tls, inventory, limits, scheduler, traffic_paths
+from . import burst_exposure, front_door_tls, inventory, limits, scheduler
 from .schema import SchemaError, suggest
 
 COMPONENT = "ai_gateway"
@@ -311,7 +311,7 @@ def build(site: dict, intent: dict) -> dict | None:
         tenants.append(out)
     # tenant API keys cross the front door: TLS unless the site says plaintext (intent/front_door_tls.py)
     door = {"gateway": opts["ai_gateway_gateway_name"], "namespace": ns, "port": opts["ai_gateway_listener_port"]}
-    door.update(carries="tenant API keys", eg_namespace=traffic_paths.ENVOY_GATEWAY_NAMESPACE)
+    door.update(carries="tenant API keys", eg_namespace=burst_exposure.ENVOY_GATEWAY_NAMESPACE)
     tls = front_door_tls.build(site, door)
     gw = {
         "namespace": ns,

@@ -34,6 +34,7 @@ The test checks the labels and ports against the pods the real controller made.
 
 from __future__ import annotations
 
+from .burst_exposure import ENVOY_GATEWAY_NAMESPACE
 from .serving import NIXL_SIDE_CHANNEL_PORT
 
 PART_OF = {"app.kubernetes.io/part-of": "llminferenceservice"}
@@ -49,7 +50,6 @@ WORKER_PREFILL = "llminferenceservice-workload-worker-prefill"
 EPP_GRPC, EPP_METRICS, EPP_KV_EVENTS = 9002, 9090, 5557
 ENGINE_PORT = 8000
 ENVOY_GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
-ENVOY_GATEWAY_NAMESPACE = "envoy-gateway-system"
 USER_WORKLOAD_MONITORING = "openshift-user-workload-monitoring"
 NS_NAME_LABEL = "kubernetes.io/metadata.name"
 POLICY_NAME = "inference-blueprints-serving-paths"
