@@ -93,9 +93,15 @@ def workloads(cp, ns: str, m: dict, timeout: float = 240.0) -> tuple[list[str], 
     while True:
         problems: list[str] = []
         pods = _check_workloads(dyn, ns, m, problems)
-        if all(p["template"] is not None for p in pods.values()) or time.monotonic() > end:
+        if all(p["template"] is not None for p in pods.values()):
             return problems, pods
-        time.sleep(0.3)
+        if time.monotonic() > end:
+            missing = [f"{p['kind']} {p['name']}" for p in pods.values() if p["template"] is None]
+            svc = dyn.resources.get(api_version="serving.kserve.io/v1alpha2", kind="LLMInferenceService")
+            status = (svc.get(name=m["name"], namespace=ns).to_dict().get("status") or {}).get("conditions")
+            raise AssertionError(f"KServe made no {missing} of {ns}/{m['name']} within {timeout:.0f} s; "
+                                 f"its conditions: {status}; {problems}")  # fmt: skip
+        time.sleep(0.5)
 
 
 def lws_pods(pods: dict, role: str) -> tuple[dict, dict]:
