@@ -389,6 +389,10 @@ def _shared_cases(host: str) -> dict[str, dict]:
             [{"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_model_header(mine)]}]
         ),
         "a regular expression path": _foreign([{"path": {"type": "RegularExpression", "value": "/.*"}}]),
+        "the root path with a method (beats KServe's header-only catch-all)": _foreign([{"method": "POST"}]),
+        "the root path with two headers": _foreign(
+            [{"headers": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}]}]
+        ),
         "a regular expression model header": _foreign(
             [{"path": {"type": "PathPrefix", "value": "/v1/"}, "headers": [_model_header(".*", "RegularExpression")]}]
         ),
@@ -435,7 +439,8 @@ def test_other_namespaces_keep_their_own_routes_on_the_shared_gateway(cluster, s
             ]
         ),
         _foreign(hostnames=["team-b.apps.example.com"]),  # a Host of its own
-        _foreign(),  # the default match (PathPrefix /): shorter than every regulated path
+        _foreign(),  # the default match (PathPrefix /): shorter than every regulated path, fewer headers
+        _foreign([{"method": "POST", "headers": [_model_header(own)]}]),  # root, but only another model's header
     ):
         res = _apply(cluster, [obj], dry_run=True)
         assert res.returncode == 0, res.stderr

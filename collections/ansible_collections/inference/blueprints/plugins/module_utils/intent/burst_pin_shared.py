@@ -19,6 +19,8 @@ So a route of another namespace on the shared Gateway is refused when it could w
 * a path under ``/<ns>/`` or ``/publishers/<ns>/`` (a prefix there is at least as long as KServe's);
 * a path under ``/v1`` that does not itself require a model header of another namespace's model (a longer prefix
   wins without the header, an equal one with more headers);
+* the root prefix ``/`` with a method, a header or a query parameter, unless it requires another model's header:
+  it ties with KServe's header-only catch-all rule on the path and wins on the rest;
 * a model header naming the sovereign namespace's models, or any regular expression (on a path, on the model
   header, on a gRPC method: what it matches cannot be read at admission);
 * a GRPCRoute method of service ``<ns>``, ``publishers`` or ``v1`` (Envoy Gateway matches gRPC by path,
@@ -62,7 +64,14 @@ def _http_match(ns: str) -> str:
         f"!{_under('m.path.value', '/' + ns)} && !{_under('m.path.value', '/publishers/' + ns)} && "
         f"(!{_under('m.path.value', '/v1')} || {names_other_model})))"
     )
-    return f"({path} && {model_headers})"
+    # the root prefix ties with KServe's header-only catch-all rule (/, the model header): a method, a header or
+    # a query parameter more wins the tie, so only the bare default match or another model's header is safe
+    root = "(!has(m.path) || ((!has(m.path.type) || m.path.type == 'PathPrefix') && m.path.value == '/'))"
+    bare = (
+        "(!has(m.method) && (!has(m.headers) || size(m.headers) == 0) && "
+        "(!has(m.queryParams) || size(m.queryParams) == 0))"
+    )
+    return f"({path} && {model_headers} && (!{root} || {bare} || {names_other_model}))"
 
 
 def policy(pin: dict, shared: dict, host: str) -> dict:
@@ -94,8 +103,9 @@ def policy(pin: dict, shared: dict, host: str) -> dict:
         (
             http,
             f"has a match that could win a regulated request of {ns} over KServe's route there: a path under "
-            f"/{ns}/ or /publishers/{ns}/, a path under /v1 without an exact {MODEL_HEADER} header of another "
-            f"namespace's model, that header naming publishers/{ns}/..., or a regular expression",
+            f"/{ns}/ or /publishers/{ns}/, a path under /v1 (or the root path with a method, a header or a query "
+            f"parameter) without an exact {MODEL_HEADER} header of another namespace's model, that header naming "
+            f"publishers/{ns}/..., or a regular expression",
         ),
         (
             grpc,
