@@ -11,6 +11,7 @@ objects that exist, and every service is Ready by KServe's own conditions.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -378,3 +379,30 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def accounts_for(rendered: list[dict], svc: dict, ns: str) -> list[dict]:
+    """The ServiceAccounts the site renders that the service's pod templates name, moved to ``ns``: a pool that needs
+    IPC_LOCK runs as an account of the model's own (intent/scc_grant.py), which KServe fetches and never creates
+    (its multi-node reconcile fails "service account ... not found" without it). A test that applies a rendered
+    service without its serving stage applies these first."""
+    names: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("serviceAccountName"), str):
+                names.add(node["serviceAccountName"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(svc.get("spec") or {})
+    out = []
+    for o in rendered:
+        if o["kind"] == "ServiceAccount" and o["metadata"]["name"] in names:
+            sa = copy.deepcopy(o)
+            sa["metadata"]["namespace"] = ns
+            out.append(sa)
+    return out

@@ -25,6 +25,7 @@ from controlplane.cluster import DEFAULT_PROFILE
 from kubernetes import dynamic
 
 from tests.ansible_run import run_playbook
+from tests.kserve_checks import accounts_for
 from tests.serving_helpers import INVENTORIES, PLAYBOOKS
 
 pytestmark = [pytest.mark.cluster]
@@ -137,17 +138,17 @@ def test_a_wait_on_unschedulable_pods_stops_early_naming_the_pod_and_the_schedul
     pods Pending (the claim does not exist), and the wait ends after the grace period, not at its timeout."""
     ns, timeout = "fail-early-wait", 240
     intent = cli.site_intents(str(INVENTORIES / "example-rag"), None)["rag-central-1"]
-    svc = next(
-        o for o in render.render_components(intent["stages"]["serving"], intent) if o["kind"] == "LLMInferenceService"
-    )
+    rendered = render.render_components(intent["stages"]["serving"], intent)
+    svc = next(o for o in rendered if o["kind"] == "LLMInferenceService")
     svc["metadata"]["namespace"] = ns
+    accounts = accounts_for(rendered, svc, ns)
     play = f"""
 - hosts: localhost
   gather_facts: false
   tasks:
     - name: Apply the service and wait for it
       inference.blueprints.k8s_apply:
-        objects: {json.dumps([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, svc])}
+        objects: {json.dumps([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *accounts, svc])}
         wait_for:
           - {{apiVersion: serving.kserve.io/v1alpha2, kind: LLMInferenceService, namespace: {ns}, name: qwen-rag,
              condition: Ready}}

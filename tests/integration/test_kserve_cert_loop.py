@@ -24,6 +24,7 @@ from controlplane import kserve_controller
 from controlplane.cluster import DEFAULT_PROFILE
 from cryptography import x509
 
+from tests.kserve_checks import accounts_for
 from tests.serving_helpers import INVENTORIES
 
 pytestmark = pytest.mark.cluster
@@ -43,12 +44,13 @@ def kserve(cluster_factory):
     return cp
 
 
-def _service() -> dict:
+def _service() -> list[dict]:
+    """The chat service in this test's namespace, after the ServiceAccounts it names (kserve_checks.accounts_for)."""
     intent = cli.site_intents(str(INVENTORIES / "example-chat"), None)["chat-east-1"]
     objs = render.render_components(intent["stages"]["serving"], intent)
     svc = copy.deepcopy(next(o for o in objs if o["kind"] == "LLMInferenceService" and o["metadata"]["name"] == NAME))
     svc["metadata"]["namespace"] = NS
-    return svc
+    return [*accounts_for(objs, svc, NS), svc]
 
 
 def _nodes(cp, verb: str) -> None:
@@ -109,7 +111,7 @@ def test_a_pending_workload_pod_keeps_the_certificate_secret_moving_and_ips_end_
     _nodes(cp, "cordon")
     try:
         cp.kubectl("create", "namespace", NS)
-        res = cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(_service()))
+        res = cp.kubectl("apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in _service()))
         assert res.returncode == 0, res.stderr
         _until(lambda: _workload_pods(cp) and _secret_version(cp), 300, "KServe created the pods and the Secret")
         pending = _workload_pods(cp)

@@ -28,6 +28,7 @@ from tests.kserve_checks import (
     _check_workloads,
     _container,
     _env,
+    accounts_for,
     check_rdma,
     check_rdma_installed,
 )
@@ -76,13 +77,15 @@ def _delete_namespaces():
         cp.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
 
 
-def create(cp, ns: str, svc: dict) -> None:
-    """The rendered service, as is, in a namespace of its own."""
+def create(cp, ns: str, svc: dict, intent: dict | None = None) -> None:
+    """The rendered service, as is, in a namespace of its own, after the ServiceAccounts of the site's that it
+    names (``intent``: the site it was rendered from; kserve_checks.accounts_for)."""
     svc = copy.deepcopy(svc)
     svc["metadata"]["namespace"] = ns
+    objs = accounts_for(render.render_components(intent["stages"]["serving"], intent), svc, ns) if intent else []
     cp.kubectl("create", "namespace", ns)
     CREATED.append((cp, ns))
-    res = cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(svc))
+    res = cp.kubectl("apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [*objs, svc]))
     assert res.returncode == 0, res.stderr
 
 
@@ -116,7 +119,7 @@ def test_every_rank_of_the_grid_flagship_runs_the_leaders_engine(kserve, grid):
     plan's GPUs per pod and run the same engine arguments, /dev/shm and memory."""
     ns, name = "ranks-397b", "qwen-397b-a17b"
     m = model(grid, name)
-    create(kserve, ns, service(grid, name))
+    create(kserve, ns, service(grid, name), grid)
     problems, pods = workloads(kserve, ns, m)
     assert not problems, "\n".join(problems)
     leader, worker = (p["spec"] for p in lws_pods(pods, "serve"))
@@ -155,7 +158,7 @@ def test_a_worker_without_gpus_or_engine_arguments_is_caught(kserve, grid, reque
     svc = service(grid, name)
     break_it(svc["spec"]["worker"])
     ns = f"ranks-{request.node.callspec.id}"
-    create(kserve, ns, svc)
+    create(kserve, ns, svc, grid)
     problems, _pods = workloads(kserve, ns, model(grid, name))
     text = "\n".join(problems)
     for e in expect:
@@ -174,7 +177,7 @@ def test_the_chat_sites_pd_pods_ask_for_rdma_and_name_the_network(kserve, chat):
     ns, name = "rdma-chat", "qwen-chat"
     m = model(chat, name)
     svc = service(chat, name)
-    create(kserve, ns, svc)
+    create(kserve, ns, svc, chat)
     problems, pods = workloads(kserve, ns, m)
     devices = check_rdma(chat, m, pods, problems)
     check_rdma_installed(chat, devices, problems)
@@ -196,7 +199,7 @@ def test_the_chat_sites_pd_pods_ask_for_rdma_and_name_the_network(kserve, chat):
 def test_the_grid_flagships_ranks_ask_for_rdma(kserve, grid):
     ns, name = "rdma-397b", "qwen-397b-a17b"
     m = model(grid, name)
-    create(kserve, ns, service(grid, name))
+    create(kserve, ns, service(grid, name), grid)
     problems, pods = workloads(kserve, ns, m)
     assert check_rdma(grid, m, pods, problems) == 2  # the leader's and the worker's
     assert not problems, "\n".join(problems)
@@ -219,7 +222,7 @@ def test_rdma_that_nothing_uses_is_caught(kserve, grid):
     m = model(grid, name)
     svc = service(grid, name)
     _strip_rdma(svc)
-    create(kserve, ns, svc)
+    create(kserve, ns, svc, grid)
     problems, pods = workloads(kserve, ns, m)
     devices = check_rdma(grid, m, pods, problems)
     check_rdma_installed(grid, devices, problems)

@@ -30,6 +30,7 @@ from controlplane import kserve_controller
 from controlplane.cluster import DEFAULT_PROFILE
 
 from tests import netpol_paths as npp
+from tests.kserve_checks import accounts_for
 from tests.serving_helpers import INVENTORIES
 
 pytestmark = pytest.mark.cluster
@@ -89,10 +90,13 @@ def site(plane, request):
     intent["serving"]["network_policies"] = tp.network_policies(intent)
     objs = render.render_components(intent["stages"]["serving"], intent)
     applied = [o for o in objs if o["kind"] in ("LLMInferenceService", "NetworkPolicy")]
+    accounts = [a for o in applied if o["kind"] == "LLMInferenceService" for a in accounts_for(objs, o, ns)]
     policies = [o for o in applied if o["kind"] == "NetworkPolicy"]
     assert policies and all(o["metadata"]["namespace"] == ns for o in applied)
     plane.kubectl("create", "namespace", ns)
-    res = plane.kubectl("apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in applied))
+    res = plane.kubectl(
+        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [*accounts, *applied])
+    )
     assert res.returncode == 0, res.stderr
     paths = tp.paths(intent)
     templates, problems = [], ["KServe made no workloads yet"]
