@@ -15,6 +15,7 @@ before its timeout, naming the pod and the scheduler's reason, and shows progres
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -170,4 +171,8 @@ def test_a_wait_on_unschedulable_pods_stops_early_naming_the_pod_and_the_schedul
     # serving progress while it waited: pods ready of those that exist, and the cause
     shown = [line for line in run.stdout.splitlines() if " s: LLMInferenceService " in line and "waiting " in line]
     assert shown, run.stdout[-3000:]
-    assert f"LLMInferenceService {ns}/qwen-rag (serving.kserve.io/v1alpha2): 0/" in shown[0], shown
+    # (the pods counted are those that exist; OpenShift AI's build has one more Ready pod there than upstream's)
+    counted = re.search(
+        rf"LLMInferenceService {ns}/qwen-rag \(serving.kserve.io/v1alpha2\): (\d+)/(\d+) pods ready", shown[0]
+    )
+    assert counted and int(counted[1]) < int(counted[2]) and "Unschedulable" in shown[0], shown
