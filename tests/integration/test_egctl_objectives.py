@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_egctl_translate import _egctl, _listeners, _rendered, _routes
+from tests.integration.test_egctl_translate import _certificates, _egctl, _listeners, _rendered, _routes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,8 @@ def sovereign(tmp_path_factory):
     intent, objs = _rendered("example-sovereign-burst", "onprem-fra-1", ["burst_routing"])
     ns = intent["burst"]["namespace"]
     out = _egctl(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *objs], tmp_path_factory.mktemp("obj")
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *_certificates(objs), *objs],
+        tmp_path_factory.mktemp("obj"),
     )
     routes = [r for r in _routes(out) if (r.get("name") or "").startswith("httproute/")]
     return intent, out, routes
@@ -114,12 +115,12 @@ def test_the_sovereign_front_door_removes_every_router_header_a_client_sends(sov
 
 
 def test_the_grid_removes_every_router_header_a_client_sends(tmp_path):
-    from tests.integration.test_egctl_translate import _opaque, _tls_secret
+    from tests.integration.test_egctl_translate import _opaque
 
     intent, objs = _rendered("example-ai-grid", "grid-central-1", ["ai_gateway"])
     g = intent["gateway"]
     ns = g["namespace"]
-    extra = [_tls_secret(g["ingress"]["certificate"], ns, g["ingress"]["hostname"])]
+    extra = _certificates(objs)  # the ingress listener's certificate and the front door's (the service CA's)
     extra += [_opaque(t["secret"], ns, {t["name"]: f"key-of-{t['name']}"}) for t in g["tenants"]]
     objs = [o for o in objs if o["kind"] != "BackendTrafficPolicy"]
     out = _egctl([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *extra, *objs], tmp_path)

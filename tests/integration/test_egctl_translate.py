@@ -139,6 +139,23 @@ def _opaque(name: str, namespace: str, data: dict[str, str]) -> dict:
     }
 
 
+def _certificates(objs: list[dict]) -> list[dict]:
+    """What the front doors' listeners serve but an operator writes: a made-up certificate for every certificateRef
+    of a rendered Gateway (OpenShift's service CA writes the front door's beside the proxy's Service, in Envoy
+    Gateway's namespace: intent/front_door_tls.py), with that namespace."""
+    out = []
+    for o in objs:
+        if o["kind"] != "Gateway":
+            continue
+        for ls in o["spec"]["listeners"]:
+            for ref in (ls.get("tls") or {}).get("certificateRefs") or []:
+                ns = ref.get("namespace") or o["metadata"]["namespace"]
+                if ns != o["metadata"]["namespace"]:
+                    out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                out.append(_tls_secret(ref["name"], ns, ls.get("hostname") or "front.example"))
+    return out
+
+
 def _rendered(site: str, host: str, components: list[str]) -> tuple[dict, list[dict]]:
     intent = cli.site_intents(str(INVENTORIES / site), None)[host]
     objs = render.render_components(components, intent)
@@ -162,9 +179,8 @@ def _listeners(out: dict) -> list[dict]:
 def sovereign(tmp_path_factory):
     intent, objs = _rendered("example-sovereign-burst", "onprem-fra-1", ["burst_routing"])
     ns = intent["burst"]["namespace"]
-    out = _egctl(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *objs], tmp_path_factory.mktemp("sov")
-    )
+    ns_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    out = _egctl([ns_obj, *_certificates(objs), *objs], tmp_path_factory.mktemp("sov"))
     return intent, out
 
 
@@ -265,7 +281,7 @@ def test_the_grid_serves_its_ingress_name_and_accepts_its_policies(tmp_path):
     intent, objs = _rendered("example-ai-grid", "grid-central-1", ["ai_gateway"])
     g = intent["gateway"]
     ns = g["namespace"]
-    extra = [_tls_secret(g["ingress"]["certificate"], ns, g["ingress"]["hostname"])]
+    extra = _certificates(objs)  # the ingress listener's certificate and the front door's (the service CA's)
     extra += [_opaque(t["secret"], ns, {t["name"]: f"key-of-{t['name']}"}) for t in g["tenants"]]
     # the token budgets target the HTTPRoutes Envoy AI Gateway generates from the AIGatewayRoutes: not here
     objs = [o for o in objs if o["kind"] != "BackendTrafficPolicy"]
