@@ -25,7 +25,15 @@ import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
-from tests.integration.test_egctl_translate import EG_KINDS, _egctl, _listeners, _opaque, _routes, _tls_secret, _walk
+from tests.integration.test_egctl_translate import (
+    EG_KINDS,
+    _certificates,
+    _egctl,
+    _listeners,
+    _opaque,
+    _routes,
+    _walk,
+)
 from tests.serving_helpers import INVENTORIES
 
 EXAMPLES = sorted(p.name for p in INVENTORIES.iterdir() if p.name.startswith("example-") and (p / "hosts.yml").exists())
@@ -88,10 +96,8 @@ def _stubs(objs: list[dict]) -> list[dict]:
         ns = o["metadata"].get("namespace")
         if ns:
             add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        if o["kind"] == "Gateway":
-            for ls in o["spec"]["listeners"]:
-                for ref in (ls.get("tls") or {}).get("certificateRefs") or []:
-                    add(_tls_secret(ref["name"], ref.get("namespace") or ns, ls.get("hostname") or "front.example"))
+        for cert in _certificates([o]):
+            add(cert)
         if o["kind"] == "SecurityPolicy":
             for ref in (o["spec"].get("apiKeyAuth") or {}).get("credentialRefs") or []:
                 add(_opaque(ref["name"], ns, {ref["name"]: f"key-of-{ref['name']}"}))

@@ -20,7 +20,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils import cli
 from ansible_collections.inference.blueprints.plugins.module_utils.intent import front_door_tls, summary
 from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
-from tests.integration.test_egctl_translate import EG_KINDS, _egctl, _listeners, _opaque, _tls_secret, _walk
+from tests.integration.test_egctl_translate import EG_KINDS, _certificates, _egctl, _listeners, _opaque, _walk
 from tests.serving_helpers import INVENTORIES
 
 # (inventory, host, component, what the intent's gateway is under)
@@ -53,13 +53,7 @@ def _inputs(intent: dict, objs: list[dict], grant: bool = True) -> list[dict]:
     operator's or the user's; made up here), with or without the rendered ReferenceGrant."""
     gw = _gateway(intent)
     ns = next(o["metadata"]["namespace"] for o in objs if o["kind"] == "Gateway")
-    out = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in {ns, "envoy-gateway-system"}]
-    for o in objs:
-        if o["kind"] != "Gateway":
-            continue
-        for ls in o["spec"]["listeners"]:
-            for ref in (ls.get("tls") or {}).get("certificateRefs") or []:
-                out.append(_tls_secret(ref["name"], ref.get("namespace") or ns, ls.get("hostname") or "front.example"))
+    out = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, *_certificates(objs)]
     for t in gw.get("tenants") or []:
         out.append(_opaque(t["secret"], ns, {t["name"]: f"key-of-{t['name']}"}))
     keep = [o for o in objs if o["kind"] in EG_KINDS and o["kind"] != "BackendTrafficPolicy"]

@@ -31,8 +31,6 @@ The sovereign namespace's own routes are the other policy's (intent/burst_pin.py
 
 from __future__ import annotations
 
-MODEL_HEADER = "x-gateway-model-name"  # KServe's /v1 route names the model by it (burst_routes.KSERVE_MODEL_HEADER)
-
 
 def _attached(name: str, namespace: str) -> str:
     """The route names the shared Gateway as a parent (a parentRef without a namespace is the route's own)."""
@@ -48,15 +46,15 @@ def _under(v: str, prefix: str) -> str:
     return f"({v} == '{prefix}' || {v}.startsWith('{prefix}/'))"
 
 
-def _http_match(ns: str) -> str:
+def _http_match(ns: str, model_header: str) -> str:
     """One HTTPRoute match (``m``) of another namespace that cannot win a regulated request."""
     mine = f"'publishers/{ns}/'"
     model_headers = (
-        f"(!has(m.headers) || m.headers.all(h, h.name.lowerAscii() != '{MODEL_HEADER}' || "
+        f"(!has(m.headers) || m.headers.all(h, h.name.lowerAscii() != '{model_header}' || "
         f"((!has(h.type) || h.type == 'Exact') && !h.value.startsWith({mine}))))"
     )
     names_other_model = (
-        f"(has(m.headers) && m.headers.exists(h, h.name.lowerAscii() == '{MODEL_HEADER}' && "
+        f"(has(m.headers) && m.headers.exists(h, h.name.lowerAscii() == '{model_header}' && "
         f"(!has(h.type) || h.type == 'Exact') && !h.value.startsWith({mine})))"
     )
     path = (
@@ -74,10 +72,10 @@ def _http_match(ns: str) -> str:
     return f"({path} && {model_headers} && (!{root} || {bare} || {names_other_model}))"
 
 
-def policy(pin: dict, shared: dict, host: str) -> dict:
+def policy(pin: dict, shared: dict, host: str, model_header: str) -> dict:
     """The ValidatingAdmissionPolicy over the routes of every namespace but the sovereign one. ``pin``: name and
     namespace of the site's pin; ``shared``: the shared Gateway (name, namespace); ``host``: the Host the front
-    door sends there."""
+    door sends there; ``model_header``: the header KServe's /v1 route names the model by."""
     ns = pin["namespace"]
     attached = _attached(shared["name"], shared["namespace"])
     where = f"the shared inference gateway {shared['namespace']}/{shared['name']}"
@@ -87,7 +85,7 @@ def policy(pin: dict, shared: dict, host: str) -> dict:
     )
     http = (
         "request.resource.resource != 'httproutes' || !has(object.spec.rules) || "
-        f"object.spec.rules.all(r, !has(r.matches) || r.matches.all(m, {_http_match(ns)}))"
+        f"object.spec.rules.all(r, !has(r.matches) || r.matches.all(m, {_http_match(ns, model_header)}))"
     )
     grpc = (
         "request.resource.resource != 'grpcroutes' || !has(object.spec.rules) || object.spec.rules.all(r, "
@@ -104,7 +102,7 @@ def policy(pin: dict, shared: dict, host: str) -> dict:
             http,
             f"has a match that could win a regulated request of {ns} over KServe's route there: a path under "
             f"/{ns}/ or /publishers/{ns}/, a path under /v1 (or the root path with a method, a header or a query "
-            f"parameter) without an exact {MODEL_HEADER} header of another namespace's model, that header naming "
+            f"parameter) without an exact {model_header} header of another namespace's model, that header naming "
             f"publishers/{ns}/..., or a regular expression",
         ),
         (

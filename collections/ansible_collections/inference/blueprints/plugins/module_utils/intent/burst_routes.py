@@ -273,6 +273,7 @@ def front_door(site: dict, intent: dict, out: dict, sov: dict, bursts: list[dict
             {"name": backend_name(site, "regulated-pin"), "namespace": ns},
             site["options"]["model_service"]["model_service_gateway"],
             onprem["hostname"],
+            KSERVE_MODEL_HEADER,
         ),
     }
 
