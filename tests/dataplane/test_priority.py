@@ -27,6 +27,7 @@ SLOW_ENGINE = ["--max-num-seqs", "1", "--time-to-first-token", "20ms", "--inter-
 LONG = 100  # output tokens of a request that occupies an engine
 FILL = 14  # bronze requests that saturate the pool before the tiers arrive
 DEEP_FILL = 28  # for a full band: the engines stay saturated for several seconds (no dispatch meanwhile)
+SATURATED = 2 * 5  # waiting requests over both engines at which the router holds new ones (detector default 5 each)
 
 
 def _grid_model():
@@ -62,7 +63,7 @@ async def _saturate(dp, gw, header: str, bronze: str, fill: int = FILL) -> list:
     for _ in range(100):
         await asyncio.sleep(0.1)
         waiting = sum(_engine_waiting(ep) for ep in dp.endpoints)
-        if waiting >= 2 * 5:
+        if waiting >= SATURATED:
             break
     return started
 
@@ -126,10 +127,11 @@ async def full_band(dp, tier: dict) -> dict:
     model = dp.model["served_name"]
     depth = tier["max_requests"]
     # the pool hovers at the saturation threshold (the router dispatches whenever the engines' queues dip below
-    # it), so a few of a burst may be dispatched before the band fills: send the band's depth again on top
-    extra = max(4, depth)
+    # it), so a few of a burst may be dispatched before the band fills: send twice the band's depth on top
+    extra = max(8, 2 * depth)
     async with dp.gateway() as gw:
         fill = await _saturate(dp, gw, header, tiers[-1]["objective"], fill=DEEP_FILL)
+        waiting = sum(_engine_waiting(ep) for ep in dp.endpoints)
         replies = await asyncio.gather(
             *(
                 gw.post(
@@ -145,11 +147,25 @@ async def full_band(dp, tier: dict) -> dict:
     return {
         "sent": depth + extra,
         "band": depth,
+        "waiting_at_burst": waiting,
         "refused": len(refused),
         "refused_after_seconds": max((r.done_at - r.sent_at for r in refused), default=None),
         "reasons": sorted({r.headers.get(DROPPED_REASON_HEADER, "") for r in refused}),
         "statuses": sorted({r.status for r in replies}),
     }
+
+
+async def saturated_full_band(dp, tier: dict, attempts: int = 3) -> dict:
+    """full_band on a pool that was saturated when the burst left. On a loaded machine the fill can reach
+    the engines late; a burst sent before the pool saturated measures nothing about the band, so it is sent
+    again (after the fill drains). The figures of every attempt are kept for the failure message."""
+    seen = []
+    for _ in range(attempts):
+        figures = await full_band(dp, tier)
+        seen.append(figures)
+        if figures["waiting_at_burst"] >= SATURATED:
+            return {**figures, "attempts": seen}
+    raise AssertionError(f"the pool never saturated ({SATURATED} waiting) before the burst: {seen}")
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +199,7 @@ def test_a_full_band_is_refused_at_once(dp_cluster, tmp_path, grid, tier):
     model, objects = grid
     band = next(t for t in _tiers(model) if t["tier"] == tier)
     with _plane(dp_cluster, tmp_path, model, objects) as dp:
-        figures = asyncio.run(full_band(dp, band))
+        figures = asyncio.run(saturated_full_band(dp, band))
     assert figures["refused"] >= 1, f"{tier}: no request refused beyond a full band: {figures}"
     assert figures["refused"] <= figures["sent"] - figures["band"], f"{tier}: refused inside the band: {figures}"
     assert figures["refused_after_seconds"] < 2.0, figures
