@@ -81,9 +81,9 @@ $(SCC_MANIFESTS)/.commit: $(ROOT)/mk/scc.mk
 
 scc: $(SCC_BIN) $(SCC_MANIFESTS)/.commit
 
-# Not yet a prerequisite of controlplane (KCP_SCC is off by default); the session that runs
-# tests/controlplane/test_scc_admission.py builds it.
-pytest pytest-rest: scc
+# Every plane runs it by default (scc_admission.DEFAULT_ENABLED): part of controlplane, so of make demo and
+# every test session.
+controlplane: scc
 
 # Maintainers: rewrite scc/go.mod and go.sum after a version change (go mod tidy in the copy).
 scc-tidy:

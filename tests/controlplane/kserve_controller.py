@@ -61,14 +61,13 @@ DEFAULT_ENABLED = True
 
 # Which KServe: "rhoai" is OpenShift AI 3.5's build (red-hat-data-services/kserve rhoai-3.5, build
 # tag distro; kserve_rhoai.py), what the collection's users run; "upstream" is kserve v0.20.0 from
-# kserve/go.mod. The default stays upstream until every serving test passes on OpenShift AI's build
-# (the chat site's scheduler config is rewritten by it: docs/upstream.md); tests/controlplane/
-# test_kserve_rhoai.py runs OpenShift AI's build on a plane of its own, and KCP_KSERVE_FLAVOR=rhoai
-# runs any session (make demo included) on it. KCP_KSERVE_FLAVOR switches the
-# default; ControlPlane(kserve_flavor=...) / cluster_factory(..., kserve_flavor=...) pick per instance.
+# kserve/go.mod. OpenShift AI's build is the default (make demo and the serving tests run it);
+# tests/controlplane/test_kserve_controller.py names upstream for the upstream-only path.
+# KCP_KSERVE_FLAVOR switches the default for a session; ControlPlane(kserve_flavor=...) /
+# cluster_factory(..., kserve_flavor=...) pick per instance.
 FLAVOR_SWITCH = "KCP_KSERVE_FLAVOR"
 FLAVORS = ("rhoai", "upstream")
-DEFAULT_FLAVOR = "upstream"
+DEFAULT_FLAVOR = "rhoai"
 
 # OpenShift AI runs the KServe controllers in its applications namespace (POD_NAMESPACE is
 # what KServe's constants.KServeNamespace resolves to; kserve v0.20.0 pkg/constants) and

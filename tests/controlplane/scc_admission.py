@@ -22,7 +22,7 @@ way OpenShift's kube-apiserver runs the plugin, with:
   controller-manager's pods are checked as created by that controller's service account, as
   OpenShift's kube-controller-manager (service account credentials) creates them.
 
-Switch: ``KCP_SCC=1`` (off by default, see tests/controlplane/README.md).
+Switch: ``KCP_SCC=0`` turns it off (on by default, see tests/controlplane/README.md).
 """
 
 from __future__ import annotations
@@ -59,9 +59,17 @@ class SCCError(ComponentError):
     """The SCC admission could not be started."""
 
 
+# On by default: every plane admits pods as OpenShift does (OpenShift AI's KServe, the default controller,
+# binds its SCC to the multi-node workloads). KCP_SCC=0 turns it off for a session.
+DEFAULT_ENABLED = True
+
+
 def enabled_by_default() -> bool:
-    """KCP_SCC=1 turns it on; off by default until the plane's start with it passes (see the README)."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() in ("1", "true", "yes", "on")
+    """$KCP_SCC (1/true/yes/on or 0/false/no/off) if set, else DEFAULT_ENABLED."""
+    value = os.environ.get(ENV_SWITCH, "").strip().lower()
+    if not value:
+        return DEFAULT_ENABLED
+    return value in ("1", "true", "yes", "on")
 
 
 def crd() -> dict:
