@@ -216,7 +216,8 @@ def test_a_site_converges_with_its_access_roles_and_its_teardown_leaves_nothing(
         },
     )
     left = [f"{o.get('kind')} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in labelled]
-    assert not left, f"objects with {LABEL_MANAGED_BY} after teardown: {left}"
+    said = [line.strip()[:600] for line in first.output.splitlines() if "kept" in line or "keeps" in line]
+    assert not left, f"objects with {LABEL_MANAGED_BY} after teardown: {left}; the teardown said: {said[:20]}"
     assert not orphans, f"objects whose owner is gone: {orphans}"
     # access.yml's objects outlive the teardown where their namespace does: the cluster-wide roles and bindings,
     # and the serving Role in Envoy Gateway's namespace, which is the platform's (the burst Route, the front doors'

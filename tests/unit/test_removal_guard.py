@@ -92,3 +92,40 @@ def test_what_the_garbage_collector_is_removing_anyway_keeps_no_namespace():
     assert census.foreign_in("gpu") == []
     unreadable = removal_guard.Census([orphan], OWN, lookup=lambda ref, ns: None)
     assert unreadable.foreign_in("gpu") == [orphan]  # an owner that cannot be read proves nothing
+
+
+def _monitoring(kind, name, api_version="v1"):
+    labels = {"app.kubernetes.io/part-of": "llminferenceservice", "app.kubernetes.io/component": "llm-monitoring"}
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "llm", "labels": labels}}
+
+
+def _llmisvc(name, annotations=None):
+    meta = {"name": name, "namespace": "llm", **({"annotations": annotations} if annotations else {})}
+    return {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService", "metadata": meta}
+
+
+def test_kserves_namespace_monitoring_goes_with_the_sites_services_but_stays_for_anothers():
+    """OpenShift AI's KServe makes a metrics reader ServiceAccount, its token and the PodMonitors/ServiceMonitors once
+    per namespace for all its LLMInferenceServices (no ownerReference) and deletes them with the last one: with only
+    the site's services there they are no reason to keep the namespace; with a user's service there they are."""
+    monitor = _monitoring("PodMonitor", "kserve-llm-isvc-vllm-engine", "monitoring.coreos.com/v1")
+    account = _monitoring("ServiceAccount", "kserve-metrics-reader-sa")
+    token = {
+        **_monitoring("Secret", "kserve-metrics-reader-sa-secret"),
+        "type": "kubernetes.io/service-account-token",
+    }
+    token["metadata"]["annotations"] = {"kubernetes.io/service-account.name": "kserve-metrics-reader-sa"}
+    ours = [_llmisvc("qwen", OURS), monitor, account, token]
+    census = removal_guard.Census(ours, OWN)
+    assert not [o["metadata"]["name"] for o in ours if census.foreign(o)]
+    assert "KServe" in census.shared(monitor)
+    theirs = removal_guard.Census([*ours, _llmisvc("users-model")], OWN)
+    assert {o["metadata"]["name"] for o in theirs.objects if theirs.foreign(o)} == {
+        "users-model",
+        "kserve-llm-isvc-vllm-engine",
+        "kserve-metrics-reader-sa",
+        "kserve-metrics-reader-sa-secret",
+    }
+    # a user's object that only looks alike (other labels) is still the user's
+    lookalike = {**cm("llm", "metrics"), "metadata": {"name": "metrics", "namespace": "llm", "labels": {"a": "b"}}}
+    assert removal_guard.Census([*ours, lookalike], OWN).foreign(lookalike)

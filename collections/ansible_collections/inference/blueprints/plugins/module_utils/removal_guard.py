@@ -13,6 +13,10 @@ discovery, so a CRD a user installed since is seen) and sorts each object there 
                makes of an LLMInferenceService, KEDA's HPA of a ScaledObject), or one naming an OLM
                object (``operators.coreos.com``: what OLM installs for a CSV), to an object that is
                itself the site's or made; or it is the Endpoints of such a Service;
+``shared``     what a controller makes once per namespace for all the objects of one kind there, without an
+               ownerReference, and deletes with the last of them (``SHARED``: OpenShift AI's KServe's monitoring
+               objects for the namespace's LLMInferenceServices), while every object of that kind in the
+               namespace is the site's or made (none of another's would still need it);
 ``automatic``  what the control plane makes in every namespace, or keeps as a record
                (``AUTOMATIC``: the ``kube-root-ca.crt`` ConfigMap, the ``default`` ServiceAccount and
                OpenShift's ``builder``/``deployer`` with their token and pull Secrets, OpenShift's
@@ -61,6 +65,18 @@ AUTOMATIC = {
     ("coordination.k8s.io", "Lease"): None,
 }
 RECORDS = "a record the control plane keeps (events, leader-election leases)"
+# What a controller makes once per namespace for all the objects of one kind there (no ownerReference) and deletes
+# itself with the last of them: {name: (the labels that mark it, (group, kind) it serves, who makes it)}.
+SHARED = {
+    "llm-monitoring": (
+        {"app.kubernetes.io/part-of": "llminferenceservice", "app.kubernetes.io/component": "llm-monitoring"},
+        ("serving.kserve.io", "LLMInferenceService"),
+        # kserve pkg/controller/v1alpha2/llmisvc/monitoring.go (OpenShift AI 3.5): the metrics reader ServiceAccount
+        # and its token Secret, the engines' PodMonitors and the scheduler's ServiceMonitors of the namespace,
+        # removed by cleanupMonitoringResources when its last LLMInferenceService is deleted
+        "KServe's LLMInferenceService controller, for every LLMInferenceService of the namespace",
+    ),
+}
 # the annotations by which a token or image-pull Secret names the ServiceAccount it was made for
 SA_SECRET_TYPES = ("kubernetes.io/service-account-token", "kubernetes.io/dockercfg")
 SA_ANNOTATIONS = ("kubernetes.io/service-account.name", "openshift.io/internal-registry-auth-token.service-account")
@@ -205,6 +221,24 @@ class Census:
                 return o
         return None
 
+    def shared(self, obj) -> str | None:
+        """Why ``obj`` goes with the site's objects of its namespace (``SHARED``: a controller made it for all of them
+        and deletes it with the last), or None when it matches no rule or another party's object there still
+        needs it."""
+        labels = obj["metadata"].get("labels") or {}
+        ns = obj["metadata"].get("namespace")
+        for marks, (group, kind), who in SHARED.values():
+            if any(labels.get(k) != v for k, v in marks.items()):
+                continue
+            served = [
+                o
+                for o in self.objects
+                if (group_of(o["apiVersion"]), o["kind"]) == (group, kind) and o["metadata"].get("namespace") == ns
+            ]
+            if all(self.is_site(o) or self.made(o) for o in served):
+                return f"made by {who}; none of them is another's"
+        return None
+
     def automatic(self, obj) -> str | None:
         """Why the control plane made ``obj`` (it is no one's to keep), or None."""
         key = (group_of(obj["apiVersion"]), obj["kind"])
@@ -220,12 +254,12 @@ class Census:
             annotations = meta.get("annotations") or {}
             account = next((annotations[a] for a in SA_ANNOTATIONS if annotations.get(a)), None)
             sa = self._named("", "ServiceAccount", meta.get("namespace"), account) if account else None
-            if sa is not None and (self.is_site(sa) or self.made(sa) or self.automatic(sa)):
+            if sa is not None and (self.is_site(sa) or self.made(sa) or self.automatic(sa) or self.shared(sa)):
                 return f"the token or pull secret the control plane made for ServiceAccount {account}"
         return None
 
     def foreign(self, obj) -> bool:
-        return not (self.is_site(obj) or self.made(obj) or self.automatic(obj) or self.garbage(obj))
+        return not (self.is_site(obj) or self.made(obj) or self.automatic(obj) or self.shared(obj) or self.garbage(obj))
 
     def foreign_in(self, namespace) -> list[dict]:
         return [o for o in self.objects if o["metadata"].get("namespace") == namespace and self.foreign(o)]
