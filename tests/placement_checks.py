@@ -50,6 +50,9 @@ LWS_WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 RDMA_OPERATORS = ("nvidia-network-operator", "sriov-network-operator")
 SCHEDULER = "default-scheduler"
+KSERVE_CONFIGS = "serving.kserve.io/v1alpha2/llminferenceserviceconfigs"
+SCC_API = "security.openshift.io/v1/securitycontextconstraints"
+SCC_ANNOTATION = "openshift.io/scc"  # what OpenShift's SCC admission writes on every pod it admits
 
 
 # ---------------------------------------------------------------------- what the cluster holds
@@ -63,6 +66,10 @@ class Snapshot:
     leases: set[str]
     subscriptions: list[dict]
     workloads: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (kind, ns, name) -> object
+    # the LLMInferenceServiceConfigs the plane's KServe installed (its presets) and the SCCs OpenShift's admission
+    # chooses from; empty when the plane serves neither
+    presets: list[dict] = field(default_factory=list)
+    sccs: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def read(cls, api) -> Snapshot:
@@ -70,6 +77,16 @@ class Snapshot:
 
         def items(path: str) -> list[dict]:
             return (request(api, "GET", path, timeout=60) or {}).get("items") or []
+
+        def served(group_version: str) -> bool:
+            from kubernetes.client.rest import ApiException
+
+            try:
+                return bool(request(api, "GET", f"/apis/{group_version}", timeout=60))
+            except ApiException as e:
+                if e.status == 404:
+                    return False
+                raise
 
         snap = cls(
             pods=items("/api/v1/pods"),
@@ -86,6 +103,10 @@ class Snapshot:
         ):
             for o in items(path):
                 snap.workloads[(kind, o["metadata"]["namespace"], o["metadata"]["name"])] = o
+        if served(KSERVE_CONFIGS.rsplit("/", 1)[0]):
+            snap.presets = items(f"/apis/{KSERVE_CONFIGS}")
+        if served(SCC_API.rsplit("/", 1)[0]):
+            snap.sccs = {x["metadata"]["name"]: x for x in items(f"/apis/{SCC_API}")}
         return snap
 
     def pods_of(self, kind: str, ns: str, name: str) -> list[dict]:
@@ -426,6 +447,37 @@ def check_rdma(snap: Snapshot, intent: dict) -> list[str]:
     return problems
 
 
+def _added_capabilities(pod: dict) -> set[str]:
+    return {
+        cap
+        for c in _containers(pod.get("spec") or {})
+        for cap in ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+    }
+
+
+def check_scc(snap: Snapshot, intent: dict) -> list[str]:
+    """Every serving pod was admitted by OpenShift's SCC admission (its ``openshift.io/scc`` annotation), under an
+    SCC that allows the capabilities its containers add."""
+    if not snap.sccs:
+        return ["the cluster serves no SecurityContextConstraints: no pod went through OpenShift's SCC admission"]
+    problems = []
+    for pool in pools(snap, intent):
+        for pod in pool.pods:
+            where = f"{pool.where} pod {pod['metadata']['name']}"
+            name = (pod["metadata"].get("annotations") or {}).get(SCC_ANNOTATION)
+            if not name:
+                problems.append(f"{where}: no {SCC_ANNOTATION} annotation (not admitted by the SCC admission)")
+                continue
+            scc = snap.sccs.get(name)
+            if scc is None:
+                problems.append(f"{where}: admitted under SCC {name}, which the cluster does not have")
+                continue
+            allowed = set(scc.get("allowedCapabilities") or [])
+            if "*" not in allowed and (missing := _added_capabilities(pod) - allowed):
+                problems.append(f"{where}: adds {sorted(missing)}, which SCC {name} does not allow")
+    return problems
+
+
 def check_network_operator(snap: Snapshot, intent: dict) -> list[str]:
     subscribed = sorted(
         {s["spec"]["name"] for s in snap.subscriptions if (s.get("spec") or {}).get("name") in RDMA_OPERATORS}
@@ -439,7 +491,7 @@ def check_network_operator(snap: Snapshot, intent: dict) -> list[str]:
     return [f"{', '.join(subscribed)} is installed, but no pod requests {resource}: the RDMA stack serves nothing"]
 
 
-CHECKS = ("scheduling", "binding", "gpus", "ranks", "rdma", "network_operator")
+CHECKS = ("scheduling", "binding", "gpus", "ranks", "rdma", "network_operator", "scc")
 
 
 def check(snap: Snapshot, intent: dict, which: tuple[str, ...] = CHECKS) -> dict[str, list[str]]:
@@ -454,11 +506,14 @@ def check(snap: Snapshot, intent: dict, which: tuple[str, ...] = CHECKS) -> dict
     if "gpus" in which:
         out["gpus"] = check_gpus(snap, intent)
     if "ranks" in which:
-        out["ranks"] = check_ranks(snap, intent, role_only_tokens(kserve_controller.presets()))
+        # the presets the plane's own KServe installed (OpenShift AI's or upstream's), else upstream's files
+        out["ranks"] = check_ranks(snap, intent, role_only_tokens(snap.presets or kserve_controller.presets()))
     if "rdma" in which:
         out["rdma"] = check_rdma(snap, intent)
     if "network_operator" in which:
         out["network_operator"] = check_network_operator(snap, intent)
+    if "scc" in which:
+        out["scc"] = check_scc(snap, intent)
     return out
 
 

@@ -131,3 +131,7 @@ def test_pods_whose_plan_crosses_nodes_use_rdma(site):
 
 def test_network_operator_only_where_a_pod_uses_rdma(site):
     _assert_none(site, "network_operator", "an RDMA network operator nothing uses")
+
+
+def test_every_serving_pod_admitted_by_openshift_scc_admission(site):
+    _assert_none(site, "scc", "serving pods not admitted by OpenShift's SCC admission")
