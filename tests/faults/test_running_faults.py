@@ -12,6 +12,10 @@ runs until every workload pod has an IP and the service is Ready; then
    machine that is gone): the pod garbage collector deletes its pods, the Deployment and the LeaderWorkerSet
    make new ones and the real scheduler places them on the spare GPUs of the other node.
 
+3. the GPU node is lost while every other node is cordoned (no spare GPUs the scheduler may use): verify.yml,
+   run during the fault, fails in its readiness wait naming the pod and the scheduler's reason, not a bare
+   timeout; once the nodes are uncordoned the pods are placed and the converge changes nothing.
+
 After each fault and its recovery the converge is run again and changes nothing. Each prints its figure
 (seconds to recover) as a ``FIGURE`` line for docs/reliability.md.
 """
@@ -152,6 +156,19 @@ def test_kserve_controller_crash_recreates_nothing_and_resyncs_quietly(kserve, s
     print(f"FIGURE kserve-restart: controller back in {back:.1f} s; 0 objects recreated, 0 pods replaced")
 
 
+def _restore(cp, saved: dict) -> None:
+    """Create a deleted node again as kwok's profile made it (labels, annotations, capacity)."""
+    meta = saved["metadata"]
+    node_obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {k: meta[k] for k in ("name", "labels", "annotations") if k in meta},
+        "spec": {k: v for k, v in saved["spec"].items() if k not in ("taints", "unschedulable")},
+    }
+    cp.kubectl("create", "-f", "-", input=json.dumps(node_obj))
+    cp.apply(node_obj, status={"capacity": saved["status"]["capacity"], "allocatable": saved["status"]["allocatable"]})
+
+
 def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, tmp_path):
     cp, ns = kserve, served
     pods = _running(cp, ns)
@@ -178,14 +195,62 @@ def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, t
             f"{sorted({p['spec']['nodeName'] for p in again})} in {took:.1f} s"
         )
     finally:
-        meta = saved["metadata"]
-        node_obj = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {k: meta[k] for k in ("name", "labels", "annotations") if k in meta},
-            "spec": {k: v for k, v in saved["spec"].items() if k not in ("taints", "unschedulable")},
-        }
-        cp.kubectl("create", "-f", "-", input=json.dumps(node_obj))
-        cp.apply(
-            node_obj, status={"capacity": saved["status"]["capacity"], "allocatable": saved["status"]["allocatable"]}
+        _restore(cp, saved)
+
+
+def _verify(cp, ns: str, tmp_path):
+    """verify.yml against the served namespace: its readiness wait and placement report, no SLO benchmark (the
+    engines here are kwok pods, nothing answers a request)."""
+    return run_playbook(
+        PLAYBOOKS / "verify.yml",
+        INVENTORIES / "example-chat",
+        kubeconfig=cp.kubeconfig,
+        extravars={
+            "serving_namespace": ns,
+            "verify_timeout": 150,
+            "verify_slo": False,
+            "report_dir": str(tmp_path / "reports"),
+        },
+        env={"INFERENCE_BLUEPRINTS_WAIT_GRACE": "10"},
+    )
+
+
+def test_verify_during_a_node_loss_without_spare_gpus_names_the_pod_and_the_cause(kserve, served, tmp_path):
+    cp, ns = kserve, served
+    node = _running(cp, ns)[0]["spec"]["nodeName"]
+    others = [n["metadata"]["name"] for n in _get(cp, "get", "nodes")["items"] if n["metadata"]["name"] != node]
+    saved = _get(cp, "get", "node", node)
+    ok = _verify(cp, ns, tmp_path)
+    assert ok.rc == 0, ok.failure_messages() or ok.stdout[-3000:]
+    for n in others:
+        assert cp.kubectl("cordon", n).returncode == 0
+    try:
+        assert cp.kubectl("delete", "node", node, "--wait=false").returncode == 0
+        # the pod garbage collector deletes the lost node's pods (after its quarantine) and their controllers make
+        # new ones the scheduler cannot place: that is the fault verify meets
+        _until(
+            lambda: any(not p["spec"].get("nodeName") for p in _pods(cp, ns)),
+            180,
+            f"a pod of {NAME} waiting to be placed after {node} was lost",
+            seen=lambda: _seen(cp, ns),
         )
+        t0 = time.monotonic()
+        during = _verify(cp, ns, tmp_path)
+        took = time.monotonic() - t0
+        said = during.failure_messages()
+        assert during.rc != 0, f"verify passed with the pods' node gone and no GPU to place them on: {said}"
+        assert "Unschedulable" in said or "unschedulable" in said, f"verify did not say why the pods wait: {said}"
+        assert f"{NAME}-" in said, f"verify did not name the waiting pod: {said}"
+        assert took < 150, f"verify waited its whole timeout ({took:.0f} s) instead of failing on the cause: {said}"
+    finally:
+        for n in others:
+            cp.kubectl("uncordon", n)
+        _restore(cp, saved)
+    _until(
+        lambda: _running(cp, ns) and _ready(cp, ns),
+        180,
+        f"{NAME} Ready again once the nodes take pods",
+        seen=lambda: _seen(cp, ns),
+    )
+    _rerun_changes_nothing(cp, ns, tmp_path)
+    print(f"FIGURE verify-during-node-loss: verify failed in {took:.1f} s naming the unplaceable pod and its cause")
