@@ -100,12 +100,13 @@ if str(HERE) not in sys.path:  # and kserve_controller beside this file
     sys.path.insert(0, str(HERE))
 
 try:  # imported as controlplane.cluster (pytest) or run as a script
-    from . import kserve_controller, kwok_agent, lws_controller, scc_admission
+    from . import kserve_controller, kserve_rhoai, kwok_agent, lws_controller, scc_admission
     from .component import ComponentError
     from .procutil import LoopbackNet, die_with_parent, free_port, process_tree_rss
     from .procutil import alive as _alive
 except ImportError:
     import kserve_controller  # type: ignore[no-redef]
+    import kserve_rhoai  # type: ignore[no-redef]
     import kwok_agent  # type: ignore[no-redef]
     import lws_controller  # type: ignore[no-redef]
     import scc_admission  # type: ignore[no-redef]
@@ -190,6 +191,9 @@ class ControlPlane:
         self.kserve: kserve_controller.KServeController | None = None
         # Which KServe (rhoai | upstream; None: KCP_KSERVE_FLAVOR, else kserve_controller.DEFAULT_FLAVOR).
         self.kserve_flavor = kserve_controller.flavor(kserve_flavor)
+        if self.kserve_enabled and self.kserve_flavor == "rhoai" and self.crds == CRDS and self.crds.exists():
+            # the bundle with OpenShift AI's own LLMInferenceService CRDs (and Istio's DestinationRule) in it
+            self.crds = kserve_rhoai.crd_bundle(self.crds)
         # OpenShift's SCC admission (None: KCP_SCC decides, on when built; scc_admission.py).
         self.scc_enabled = scc_admission.enabled_by_default() if scc is None else scc
         self.scc: scc_admission.SCCAdmission | None = None

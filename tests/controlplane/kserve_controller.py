@@ -249,20 +249,14 @@ class KServeController(Component):
         # The CRD updates take seconds (kube-apiserver re-validates these large schemas):
         # send them while the controller starts.
         pool = ThreadPoolExecutor(2)
-        if rhoai:  # the fork's own CRDs (its schema differs), conversion pointed at its webhook
-            crds = kserve_rhoai.crds(self.webhook_port, self._ca_bundle)
-            self._conversions = [pool.submit(webhooks.put, cp, crd) for crd in crds]
-        else:
-            self._conversions = [
-                pool.submit(
-                    cp._call,
-                    "PATCH",
-                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}",
-                    patch,
-                    patch=True,
-                )
-                for crd, patch in conversion_patches(self.webhook_port, self._ca_bundle).items()
-            ]
+        # the fork's own CRDs (its schema differs) are in the plane's bundle (kserve_rhoai.crd_bundle)
+        patches = (kserve_rhoai.conversion_patches if rhoai else conversion_patches)(self.webhook_port, self._ca_bundle)
+        self._conversions = [
+            pool.submit(
+                cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
+            )
+            for crd, patch in patches.items()
+        ]
         pool.shutdown(wait=False)
         self.spawn(
             [
@@ -288,11 +282,9 @@ class KServeController(Component):
             for hook in hooks:
                 webhooks.put(self.cp, hook)
             self.wait(self._webhook_denies, "webhooks", timeout)
-            if rhoai:  # the fork's presets use fields of its own CRD schema: replaced first
-                for f in self._conversions:
-                    f.result()
-            for preset in kserve_rhoai.presets(NAMESPACE) if rhoai else presets():
-                self.cp.apply(preset)
+            # each preset passes KServe's validating webhook: sent side by side (OpenShift AI's overlay has dozens)
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(self.cp.apply, kserve_rhoai.presets(NAMESPACE) if rhoai else presets()))
             self.timings["presets"] = time.monotonic() - self.t0
             for f in self._conversions:
                 f.result()

@@ -33,8 +33,11 @@ The Route CRD (``route.openshift.io``) is already in the bundle (crdsources).
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import functools
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -58,6 +61,7 @@ CRD_FILES = (
 ISTIO_MODULE = "istio.io/api"
 ISTIO_CRDS = "kubernetes/customresourcedefinitions.gen.yaml"
 ISTIO_KINDS = ("DestinationRule",)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML was built with it
 SCC_CLUSTER_ROLE = "openshift-ai-llminferenceservice-scc"
 SERVICE_CA = ("openshift-service-ca", "signing-key")  # workload_tls_cert_odh.go defaults
 WEBHOOK_NAMES = ("llminferenceservice.serving.kserve.io", "llminferenceserviceconfig.serving.kserve.io")
@@ -127,28 +131,90 @@ def webhook_configurations(port: int, ca_bundle: str) -> list[dict]:
     return [webhooks.pointed(doc, port, ca_bundle) for doc in hooks]
 
 
-def crds(port: int, ca_bundle: str) -> list[dict]:
-    """The fork's LLMInferenceService(Config) CRDs, conversion sent to its webhook on loopback."""
+def _fork_crds() -> list[dict]:
+    """The fork's LLMInferenceService(Config) CRDs as it ships them, minus their install-time metadata."""
+    return copy.deepcopy(_parsed_fork_crds())
+
+
+@functools.cache
+def _parsed_fork_crds() -> list[dict]:
+    # parsed once per snapshot into JSON beside the bundle: PyYAML takes seconds of CPU over these files on every
+    # plane start otherwise (the LLMInferenceServiceConfig CRD alone is ~49,000 lines)
+    cache = CACHE / "kserve-rhoai" / "fork-crds.json"
+    src = str(source_dir())
+    if cache.is_file():
+        held = json.loads(cache.read_text())
+        if held.get("source") == src:
+            return held["crds"]
     out = []
     for rel in CRD_FILES:
-        crd = yaml.safe_load((source_dir() / rel).read_text())
-        conv = crd["spec"].get("conversion") or {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}}
-        path = (conv.get("webhook", {}).get("clientConfig", {}).get("service") or {}).get("path", "/convert")
-        conv["webhook"]["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
-        crd["spec"]["conversion"] = conv
+        crd = yaml.load((source_dir() / rel).read_text(), Loader=_LOADER)  # noqa: S506 - a safe loader
         crd["metadata"] = {"name": crd["metadata"]["name"], "annotations": crd["metadata"].get("annotations", {})}
         out.append(crd)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"source": src, "crds": out}))
+    tmp.replace(cache)
     return out
 
 
+def conversion_patches(port: int, ca_bundle: str) -> dict[str, dict]:
+    """{CRD name: merge patch} sending the fork's CRDs' conversion to its webhook on loopback."""
+    out = {}
+    for crd in _fork_crds():
+        conv = crd["spec"].get("conversion") or {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}}
+        path = (conv.get("webhook", {}).get("clientConfig", {}).get("service") or {}).get("path", "/convert")
+        conv["webhook"]["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
+        out[crd["metadata"]["name"]] = {"spec": {"conversion": conv}}
+    return out
+
+
+# The plane's CRD bundle for this flavor (derived from the upstream bundle, outside the repo): the fork's
+# LLMInferenceService(Config) CRDs in place of upstream's and Istio's DestinationRule CRD, loaded by kcp at start (and
+# kept in its etcd snapshot cache, which keys on the bundle) instead of two of the largest CRDs being replaced and one
+# created on every start (about 20 s of each start on 2 busy cores). The conversion webhook is patched in at start.
+BUNDLE = CACHE / "kserve-rhoai" / "crds.json"
+BUNDLE_FORMAT = 1  # bump when what the bundle holds changes
+
+
+def crd_bundle(base: Path) -> Path:
+    """``BUNDLE`` for ``base`` (the upstream bundle), written when missing or made from another base or snapshot."""
+    stamp = json.dumps([BUNDLE_FORMAT, str(base), base.stat().st_mtime_ns, base.stat().st_size, str(source_dir())])
+    stamp_file = BUNDLE.with_suffix(".stamp")
+    if BUNDLE.is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return BUNDLE
+    bundle = json.loads(base.read_text())
+    fork = {c["metadata"]["name"]: c for c in _fork_crds() + istio_crds()}
+    for c in fork.values():
+        c["metadata"] = {"name": c["metadata"]["name"], "annotations": c["metadata"].get("annotations") or {}}
+    bundle["crds"] = [c for c in bundle["crds"] if c["metadata"]["name"] not in fork] + list(fork.values())
+    bundle["index"] = [e for e in bundle["index"] if e.get("crd") not in fork] + [
+        {"crd": name, "source": version() if name.endswith(".serving.kserve.io") else ISTIO_MODULE} for name in fork
+    ]
+    BUNDLE.parent.mkdir(parents=True, exist_ok=True)
+    tmp = BUNDLE.with_suffix(f".{os.getpid()}.tmp")  # three sessions may write it at once: each renames its own
+    tmp.write_text(json.dumps(bundle))
+    tmp.replace(BUNDLE)
+    stamp_tmp = stamp_file.with_suffix(f".{os.getpid()}.tmp")
+    stamp_tmp.write_text(stamp)
+    stamp_tmp.replace(stamp_file)
+    return BUNDLE
+
+
 def istio_crds() -> list[dict]:
-    """Istio's CRDs the controller needs (ISTIO_KINDS), from the istio.io/api module the fork pins."""
+    """Istio's CRDs the controller needs (ISTIO_KINDS), from the istio.io/api module the fork pins (a copy: the parse
+    of Istio's whole generated CRD file, seconds of CPU, is done once per process)."""
+    return copy.deepcopy(_istio_crds())
+
+
+@functools.cache
+def _istio_crds() -> list[dict]:
     try:
         # in the build copy (kserve-rhoai/go.mod + the replace of the fork): the module graph resolves there
         text = gomodule.read(SOURCE_FILE.parent / "mod", ISTIO_MODULE, ISTIO_CRDS)
     except gomodule.ModuleError as e:
         raise RhoaiError(str(e)) from None
-    return [d for d in yaml.safe_load_all(text) if d and d.get("spec", {}).get("names", {}).get("kind") in ISTIO_KINDS]
+    docs = yaml.load_all(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+    return [d for d in docs if d and d.get("spec", {}).get("names", {}).get("kind") in ISTIO_KINDS]
 
 
 def scc_cluster_roles() -> list[dict]:
@@ -221,8 +287,9 @@ def _served(cp, group_version: str) -> bool:
 def prepare(cp, wait) -> None:
     """What OpenShift and OpenShift AI's install provide before the controller starts (see the module
     docstring). ``wait(pred, what, timeout)`` is the component's wait."""
-    for crd in istio_crds():
-        _create(cp, crd, "customresourcedefinitions")
+    for crd in istio_crds():  # in the plane's bundle already (crd_bundle), unless the plane was given another
+        if not _served(cp, f"{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}"):
+            _create(cp, crd, "customresourcedefinitions")
     ns, secret = service_ca_secret(cp.workdir / "kserve")
     _create(cp, ns, "namespaces")
     _create(cp, secret, "secrets")
