@@ -125,11 +125,12 @@ def cluster_factory():
         name: str | None = None,
         kserve: bool | None = None,
         kserve_flavor: str | None = None,
+        scc: bool | None = None,
     ) -> ControlPlane:
         key = name or profile
         cp = instances.get(key)
         if cp is None:
-            cp = ControlPlane(profile, kserve=kserve, kserve_flavor=kserve_flavor)
+            cp = ControlPlane(profile, kserve=kserve, kserve_flavor=kserve_flavor, scc=scc)
             instances[key] = cp.start()
         elif cp.profile_name != profile:
             raise ValueError(f"instance {key!r} already runs profile {cp.profile_name!r}")
@@ -137,6 +138,8 @@ def cluster_factory():
             raise ValueError(f"instance {key!r} already runs with kserve={cp.kserve_enabled}")
         elif kserve_flavor is not None and cp.kserve_flavor != kserve_flavor:
             raise ValueError(f"instance {key!r} already runs KServe flavor {cp.kserve_flavor!r}")
+        elif scc is not None and cp.scc_enabled != scc:
+            raise ValueError(f"instance {key!r} already runs with scc={cp.scc_enabled}")
         return cp
 
     def release(key: str) -> None:
