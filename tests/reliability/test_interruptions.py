@@ -47,6 +47,9 @@ NOT_COMPARED = {"events", "events.events.k8s.io", "leases.coordination.k8s.io"}
 VOLATILE = ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink")
 
 
+SCC_ALLOCATION = "openshift.io/sa.scc."
+
+
 def normalize(obj: dict) -> dict:
     o = json.loads(json.dumps(obj))
     o.pop("status", None)
@@ -55,6 +58,11 @@ def normalize(obj: dict) -> dict:
         meta.pop(k, None)
     for ref in meta.get("ownerReferences") or []:
         ref.pop("uid", None)
+    annotations = meta.get("annotations") or {}
+    for k in [k for k in annotations if k.startswith(SCC_ALLOCATION)]:
+        # the namespace's UID range, supplemental groups and MCS labels: allocated by OpenShift per namespace as it
+        # is created (played by the local plane's SCC admission), another value for a namespace made again
+        annotations.pop(k)
     if o.get("type") == "kubernetes.io/service-account-token":
         # the token controller fills these in: a token for the account's uid of this run
         o.pop("data", None)
