@@ -52,7 +52,6 @@ RDMA_OPERATORS = ("nvidia-network-operator", "sriov-network-operator")
 SCHEDULER = "default-scheduler"
 KSERVE_CONFIGS = "serving.kserve.io/v1alpha2/llminferenceserviceconfigs"
 SCC_API = "security.openshift.io/v1/securitycontextconstraints"
-SCC_ANNOTATION = "openshift.io/scc"  # what OpenShift's SCC admission writes on every pod it admits
 
 
 # ---------------------------------------------------------------------- what the cluster holds
@@ -458,6 +457,8 @@ def _added_capabilities(pod: dict) -> set[str]:
 def check_scc(snap: Snapshot, intent: dict) -> list[str]:
     """Every serving pod was admitted by OpenShift's SCC admission (its ``openshift.io/scc`` annotation), under an
     SCC that allows the capabilities its containers add."""
+    from controlplane.scc_admission import SCC_ANNOTATION
+
     if not snap.sccs:
         return ["the cluster serves no SecurityContextConstraints: no pod went through OpenShift's SCC admission"]
     problems = []
