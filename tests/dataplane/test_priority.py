@@ -92,23 +92,41 @@ async def admission_order(dp, per_tier: int = 3) -> dict:
         results = [(tier, await fut) for tier, fut in held]
         await asyncio.gather(*fill)
     out = {t["tier"]: {"routed": [], "admission": [], "statuses": []} for t in tiers}
+    last_sent = max(r.sent_at for _, r in results)
     for tier, r in results:
         out[tier]["statuses"].append(r.status)
         if r.routed_at is not None:
             out[tier]["routed"].append(r.routed_at)
             out[tier]["admission"].append(r.admission_seconds)
-    return {"tiers": [t["tier"] for t in tiers], "by_tier": out, "waiting_at_start": waiting}
+    # a request the router let through before the last tier's requests were even sent met a pool it did not
+    # see as saturated (the engines' queues dipped below its threshold while the burst left): nothing was held
+    let_through = sum(1 for _, r in results if r.routed_at is not None and r.routed_at < last_sent)
+    return {
+        "tiers": [t["tier"] for t in tiers],
+        "by_tier": out,
+        "waiting_at_start": waiting,
+        "let_through_before_the_last_was_sent": let_through,
+    }
 
 
-async def saturated_admission_order(dp, attempts: int = 3) -> dict:
-    """admission_order on a pool that was saturated when the tiers' requests left (see saturated_full_band)."""
+async def saturated_admission_order(dp, attempts: int = 3, held: bool = True) -> dict:
+    """admission_order on a pool that was saturated when the tiers' requests left (see saturated_full_band).
+
+    With ``held`` a run counts only when the router held every request of the burst (none let through before
+    the last was sent): the engines' queues are read just before the burst, but on a loaded machine the event
+    loop can stall long enough for them to drain below the router's threshold, and a request admitted on
+    arrival, with no higher tier yet waiting, says nothing about priority. Without flow control the router
+    holds nothing, so that run asks only for saturated engines."""
     seen = []
     for _ in range(attempts):
         figures = await admission_order(dp)
         seen.append(figures)
-        if figures["waiting_at_start"] >= SATURATED:
+        if figures["waiting_at_start"] >= SATURATED and not (held and figures["let_through_before_the_last_was_sent"]):
             return figures
-    raise AssertionError(f"the pool never saturated ({SATURATED} waiting) before the tiers were sent: {seen}")
+    raise AssertionError(
+        f"the pool never saturated ({SATURATED} waiting, every request held by the router) "
+        f"before the tiers were sent: {seen}"
+    )
 
 
 # The client stamps a routing decision when its one event loop reads the router's answer: on a loaded machine
@@ -202,7 +220,7 @@ def test_without_flow_control_the_tiers_are_not_ordered(dp_cluster, tmp_path, gr
     """The ordering above is flow control's doing: the same traffic without it is admitted in arrival order."""
     model, objects = grid
     with _plane(dp_cluster, tmp_path, model, objects, config=flow_control_off(model["scheduler"]["config"])) as dp:
-        figures = asyncio.run(saturated_admission_order(dp))
+        figures = asyncio.run(saturated_admission_order(dp, held=False))
     assert strictly_ordered(figures), figures
 
 
