@@ -318,6 +318,28 @@ class ControlPlane:
             for f in [pool.submit(ready, k) for k in parts]:
                 f.result()
 
+    def stop_apiserver(self, timeout: float = 30) -> None:
+        """Crash the kube-apiserver (SIGKILL; kcp keeps it down until :meth:`start_apiserver`). etcd, the
+        controller manager, the scheduler and the components beside kcp stay up and reconnect later."""
+        self._signal_kcp(signal.SIGUSR1, "kube-apiserver killed", timeout)
+
+    def start_apiserver(self, timeout: float = 120) -> float:
+        """Start the kube-apiserver again with its flags; seconds until its /readyz answered 200."""
+        return self._signal_kcp(signal.SIGUSR2, "kube-apiserver restarted", timeout)
+
+    def _signal_kcp(self, sig: int, said: str, timeout: float) -> float:
+        log = self.workdir / "kcp.log"
+        before = log.read_text(errors="replace").count(said)
+        t0 = time.monotonic()
+        self.proc.send_signal(sig)
+        while log.read_text(errors="replace").count(said) == before:
+            if self.proc.poll() is not None:
+                raise ControlPlaneError(self.death())
+            if time.monotonic() - t0 > timeout:
+                raise ControlPlaneError(f"kcp did not log {said!r} within {timeout:.0f} s:\n{self._log_tail()}")
+            time.sleep(0.05)
+        return time.monotonic() - t0
+
     def death(self) -> str:
         """What kcp said before it exited on its own: its first lines name the child that stopped it."""
         log = self.workdir / "kcp.log"

@@ -8,13 +8,19 @@ runs until every workload pod has an IP and the service is Ready; then
 
 1. KServe's controller is killed (SIGKILL, a crash) and started again: nothing it made is recreated (same
    UIDs), no pod is restarted, the service stays Ready, and once it resynced nothing moves (no loop);
-2. the GPU node the service's pods run on is lost (its Node deleted, as the node lifecycle does with a
-   machine that is gone): the pod garbage collector deletes its pods, the Deployment and the LeaderWorkerSet
-   make new ones and the real scheduler places them on the spare GPUs of the other node.
+2. the GPU node the service's pods run on is lost: first NotReady (its agent reports it so and stops), and the
+   node lifecycle controller marks its pods not Ready and taints it; then its Node is deleted (the machine is
+   gone for good): the pod garbage collector deletes its pods, the Deployment and the LeaderWorkerSet make new
+   ones and the real scheduler places them on the spare GPUs of the other node.
 
 3. the GPU node is lost while every other node is cordoned (no spare GPUs the scheduler may use): verify.yml,
    run during the fault, fails in its readiness wait naming the pod and the scheduler's reason, not a bare
    timeout; once the nodes are uncordoned the pods are placed and the converge changes nothing.
+
+4. the kube-apiserver crashes as ``serving.yml`` starts and comes back seconds later (kcp kills it on SIGUSR1
+   and starts it on SIGUSR2; etcd, the controllers, the scheduler, kwok, LWS and KServe stay up and
+   reconnect): the collection's client sends again what met a refused or dropped connection, for up to a
+   minute, so the converge rides it out; the service comes up Ready as without the fault.
 
 After each fault and its recovery the converge is run again and changes nothing. Each prints its figure
 (seconds to recover) as a ``FIGURE`` line for docs/reliability.md.
@@ -26,7 +32,7 @@ import json
 import time
 
 import pytest
-from controlplane import kserve_controller
+from controlplane import kserve_controller, kwok_agent
 from controlplane.cluster import DEFAULT_PROFILE
 
 from tests import quiet
@@ -71,13 +77,13 @@ def _running(cp, ns: str) -> list[dict] | None:
     return live if ok else None
 
 
-def _until(cond, timeout: float, what: str, seen=None):
+def _until(cond, timeout: float, what: str, seen=None, poll: float = 0.5):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = cond()
         if got:
             return got
-        time.sleep(0.5)
+        time.sleep(poll)
     raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))
 
 
@@ -92,13 +98,14 @@ def _seen(cp, ns: str) -> str:
     return f"pods {pods or 'none'}, conditions {conds}"
 
 
-def _converge(cp, ns: str, tmp_path):
+def _converge(cp, ns: str, tmp_path, env: dict | None = None):
     """The chat site's serving stage into ``ns``, as a user runs it (its own readiness wait left to the test)."""
     return run_playbook(
         PLAYBOOKS / "serving.yml",
         INVENTORIES / "example-chat",
         kubeconfig=cp.kubeconfig,
         extravars={"serving_namespace": ns, "model_service_wait": False, "report_dir": str(tmp_path / "reports")},
+        env=env,
     )
 
 
@@ -169,6 +176,52 @@ def _restore(cp, saved: dict) -> None:
     cp.apply(node_obj, status={"capacity": saved["status"]["capacity"], "allocatable": saved["status"]["allocatable"]})
 
 
+def _node_not_ready(cp, node: str) -> None:
+    """What the node's kubelet reports when its container runtime fails: the node NotReady and each of its pods not
+    Ready (their containers no longer answer). kwok, which plays the kubelets here, has no stage for it: the test
+    writes these statuses and kwok stops managing the node (its annotation is removed). From there the real
+    components decide: the node lifecycle controller taints the node, the ReplicaSet, LeaderWorkerSet and KServe
+    controllers see the pods unavailable."""
+    anno = kwok_agent.NODE_ANNOTATION[0]
+    assert cp.kubectl("annotate", "node", node, f"{anno}-").returncode == 0
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    live = _get(cp, "get", "node", node)
+    conditions = [c for c in live["status"].get("conditions") or [] if c["type"] != "Ready"] + [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "KubeletNotReady",
+            "message": "container runtime is down",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+    ]
+    res = cp.kubectl(
+        "patch",
+        "node",
+        node,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"conditions": conditions}}),
+    )
+    assert res.returncode == 0, res.stderr
+    for pod in _get(cp, "get", "pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]:
+        down = [
+            {"type": t, "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now}
+            for t in ("ContainersReady", "Ready")
+        ]
+        res = cp.kubectl(
+            *("-n", pod["metadata"]["namespace"], "patch", "pod", pod["metadata"]["name"], "--subresource=status"),
+            *("--type=strategic", "-p", json.dumps({"status": {"conditions": down}})),
+        )
+        assert res.returncode == 0, res.stderr
+
+
+def _pod_ready(p: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
+
+
 def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, tmp_path):
     cp, ns = kserve, served
     pods = _running(cp, ns)
@@ -176,9 +229,29 @@ def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, t
     on_node = {p["metadata"]["uid"] for p in pods if p["spec"]["nodeName"] == node}
     saved = _get(cp, "get", "node", node)
     t0 = time.monotonic()
-    res = cp.kubectl("delete", "node", node, "--wait=false")
-    assert res.returncode == 0, res.stderr
+    _node_not_ready(cp, node)
     try:
+        # kube-controller-manager's node lifecycle controller taints the node (new pods go elsewhere; these
+        # tolerate it for 300 s, then are evicted); the workload controllers and KServe see the pods unavailable
+        _until(
+            lambda: (
+                "node.kubernetes.io/not-ready"
+                in {t["key"] for t in _get(cp, "get", "node", node)["spec"].get("taints") or []}
+            ),
+            60,
+            f"NotReady node {node} tainted by the node lifecycle controller",
+        )
+        _until(
+            lambda: not _ready(cp, ns),
+            120,
+            f"{NAME} not Ready once the pods on {node} are not",
+            seen=lambda: _seen(cp, ns),
+        )
+        not_ready = time.monotonic() - t0
+        # the machine is gone for good: its Node is deleted
+        t1 = time.monotonic()
+        res = cp.kubectl("delete", "node", node, "--wait=false")
+        assert res.returncode == 0, res.stderr
 
         def replaced():
             live = _running(cp, ns)
@@ -187,14 +260,17 @@ def test_gpu_node_lost_pods_are_placed_again_on_the_spare_gpus(kserve, served, t
             return live if all(p["spec"]["nodeName"] != node for p in live) else None
 
         again = _until(replaced, 180, f"the {len(on_node)} pod(s) of lost node {node} placed on another node")
-        took = time.monotonic() - t0
+        took = time.monotonic() - t1
         assert _until(lambda: _ready(cp, ns), 60, f"{NAME} Ready again")
         _rerun_changes_nothing(cp, ns, tmp_path)
         print(
-            f"FIGURE node-lost: {len(on_node)} pod(s) of {node} placed again on "
-            f"{sorted({p['spec']['nodeName'] for p in again})} in {took:.1f} s"
+            f"FIGURE node-lost: node {node} NotReady: tainted and {NAME} not Ready in {not_ready:.1f} s; once it was "
+            f"deleted, its {len(on_node)} pod(s) placed again on {sorted({p['spec']['nodeName'] for p in again})} "
+            f"in {took:.1f} s"
         )
     finally:
+        if cp.kubectl("get", "node", node).returncode == 0:
+            cp.kubectl("delete", "node", node, "--wait=true", "--timeout=60s")
         _restore(cp, saved)
 
 
@@ -254,3 +330,61 @@ def test_verify_during_a_node_loss_without_spare_gpus_names_the_pod_and_the_caus
     )
     _rerun_changes_nothing(cp, ns, tmp_path)
     print(f"FIGURE verify-during-node-loss: verify failed in {took:.1f} s naming the unplaceable pod and its cause")
+
+
+def test_api_server_down_when_a_converge_reaches_it_the_converge_rides_it_out(kserve, tmp_path):
+    """The kube-apiserver crashes as a converge starts and comes back a few seconds later (a rollout on a single
+    API server: Single Node OpenShift): the collection's client sends again what met a refused connection from a
+    server that answered this host before, so the converge completes once the server answers, and the site is as
+    a converge without the fault leaves it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cp, ns = kserve, "fault-apiserver"
+    trace = tmp_path / "requests.jsonl"
+    # the user's host has talked to this cluster before (here: a check-mode run; its discovery is cached): a
+    # refused connection now is a server going away, not a wrong address, which fails at once
+    checked = run_playbook(
+        PLAYBOOKS / "serving.yml",
+        INVENTORIES / "example-chat",
+        kubeconfig=cp.kubeconfig,
+        extravars={"serving_namespace": ns, "model_service_wait": False, "report_dir": str(tmp_path / "reports")},
+        check=True,
+    )
+    assert checked.rc == 0, checked.failure_messages() or checked.stdout[-3000:]
+    cp.stop_apiserver()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            run = pool.submit(_converge, cp, ns, tmp_path, {"INFERENCE_BLUEPRINTS_K8S_TRACE": str(trace)})
+            try:
+                # the converge's first request meets the server down (the trace records each refused attempt)
+                _until(
+                    lambda: run.done() or (trace.exists() and '"status": 0' in trace.read_text()),
+                    300,
+                    "the converge to meet the API server down",
+                    poll=0.1,
+                )
+                time.sleep(3)  # down a while longer: the client keeps sending
+                assert not run.done(), "the converge gave up on an API server that was down for seconds: " + (
+                    run.result().failure_messages() or run.result().stdout[-3000:]
+                )
+            finally:
+                back = cp.start_apiserver()
+            first = run.result()
+        refused = sum(1 for line in trace.read_text().splitlines() if json.loads(line).get("status") == 0)
+        assert first.rc == 0, f"the converge did not ride out the API server's restart ({back:.1f} s): " + (
+            first.failure_messages() or first.stdout[-3000:]
+        )
+        _until(
+            lambda: _running(cp, ns) and _ready(cp, ns),
+            300,
+            f"{NAME} Ready with every pod placed after the restart",
+            seen=lambda: _seen(cp, ns),
+        )
+        _rerun_changes_nothing(cp, ns, tmp_path)
+        print(
+            f"FIGURE apiserver-restart: the converge met the API server down ({refused} refused attempts), "
+            f"the server answered again {back:.1f} s after its start, the converge completed and the service "
+            "came up Ready; the re-run changed nothing"
+        )
+    finally:
+        cp.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=100s")

@@ -418,7 +418,10 @@ class _Pool:
 
     def request(self, *a, **kw):
         self.calls += 1
-        return self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 def _client(tmp_path, answers, monkeypatch):
@@ -440,6 +443,40 @@ def test_throttled_requests_are_retried_after_the_servers_delay(tmp_path, monkey
     client, slept = _client(tmp_path, [throttled, throttled, _Resp(200, {"ok": 1})], monkeypatch)
     assert client.request("GET", "/api/v1/namespaces") == {"ok": 1}
     assert slept == [2.0, 2.0]
+
+
+def _refused():
+    import urllib3
+
+    return urllib3.exceptions.MaxRetryError(
+        None, "/api", urllib3.exceptions.NewConnectionError(None, "[Errno 111] Connection refused")
+    )
+
+
+def test_a_server_that_never_answered_this_host_fails_at_once_when_refused(tmp_path, monkeypatch):
+    client, slept = _client(tmp_path, [_refused(), _Resp(200, {"ok": 1})], monkeypatch)
+    with pytest.raises(kc.ClientError, match="cannot reach the API server .*Connection refused;"):
+        client.request("GET", "/api/v1/namespaces")
+    assert client._http.calls == 1 and slept == []
+
+
+def test_a_server_that_answered_before_is_sent_the_request_again_while_it_restarts(tmp_path, monkeypatch):
+    # the discovery cache on disk is the evidence: this host reached the server in an earlier run or task
+    client, slept = _client(tmp_path, [_refused(), _refused(), _Resp(200, {"ok": 1})], monkeypatch)
+    os.makedirs(os.path.dirname(client.discovery.path))
+    open(client.discovery.path, "w").close()
+    assert client.request("PATCH", "/api/v1/namespaces/x", body={}) == {"ok": 1}
+    assert client._http.calls == 3 and len(slept) == 2
+
+
+def test_a_server_down_longer_than_the_budget_fails_saying_how_long_it_was_tried(tmp_path, monkeypatch):
+    clock = iter(range(0, 1000, 7))
+    client, slept = _client(tmp_path, [_Resp(200, {}), *[_refused()] * 20], monkeypatch)
+    monkeypatch.setattr(kc.time, "monotonic", lambda: float(next(clock)))
+    client.request("GET", "/api")  # answered once in this process
+    with pytest.raises(kc.ClientError, match=r"it answered before; sent again for \d+ s"):
+        client.request("GET", "/api/v1/namespaces")
+    assert client._http.calls < 21
 
 
 def _own_pool(tmp_path):

@@ -104,14 +104,22 @@ type supervisor struct {
 	mu       sync.Mutex
 	children []*exec.Cmd
 	exited   chan string
+	// what each child was started with, and the children being restarted on purpose (their exit is not a death)
+	started    map[string][]string
+	restarting map[*exec.Cmd]bool
 }
 
 func (s *supervisor) spawn(name, logPath string, args ...string) error {
+	return s.start(name, logPath, os.Create, args)
+}
+
+// start runs one child; open makes its log (a restarted child appends to the log of the one before).
+func (s *supervisor) start(name, logPath string, open func(string) (*os.File, error), args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logFile, err := os.Create(logPath)
+	logFile, err := open(logPath)
 	if err != nil {
 		return err
 	}
@@ -128,13 +136,61 @@ func (s *supervisor) spawn(name, logPath string, args ...string) error {
 	}
 	s.mu.Lock()
 	s.children = append(s.children, cmd)
+	if s.started == nil {
+		s.started, s.restarting = map[string][]string{}, map[*exec.Cmd]bool{}
+	}
+	s.started[name] = append([]string{logPath}, args...)
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
-		s.exited <- fmt.Sprintf("%s exited: %v (log: %s)", name, err, logPath)
+		s.mu.Lock()
+		planned := s.restarting[cmd]
+		delete(s.restarting, cmd)
+		s.mu.Unlock()
+		if !planned {
+			s.exited <- fmt.Sprintf("%s exited: %v (log: %s)", name, err, logPath)
+		}
 	}()
 	return nil
+}
+
+// kill stops one child as a crash would (SIGKILL); its exit is not a death of the plane. startAgain starts it
+// with the arguments it had. Together: the fault "the API server restarted" of tests/faults, whose clients see
+// connections refused in between.
+func (s *supervisor) kill(name string) error {
+	s.mu.Lock()
+	var victim *exec.Cmd
+	for _, c := range s.children {
+		if c.ProcessState == nil && len(c.Args) > 1 && c.Args[1] == name {
+			victim = c
+		}
+	}
+	if victim != nil {
+		s.restarting[victim] = true
+	}
+	s.mu.Unlock()
+	if victim == nil {
+		return fmt.Errorf("no running %s to kill", name)
+	}
+	_ = victim.Process.Kill()
+	for victim.ProcessState == nil && victim.Process.Signal(syscall.Signal(0)) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+func (s *supervisor) startAgain(name string) error {
+	s.mu.Lock()
+	started, ok := s.started[name]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s was never started", name)
+	}
+	appendLog := func(path string) (*os.File, error) {
+		return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	}
+	return s.start(name, started[0], appendLog, started[1:])
 }
 
 func (s *supervisor) stop() {
@@ -388,13 +444,39 @@ func run(o runOpts) error {
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case s := <-sig:
-		logf("%v: stopping", s)
-	case msg := <-sup.exited:
-		return errors.New(msg)
+	// SIGUSR1: the kube-apiserver crashes (SIGKILL) and stays down; SIGUSR2: it starts again. etcd, the
+	// controller manager and the scheduler stay up (and reconnect), as on a cluster whose API server restarts.
+	kill, again := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(kill, syscall.SIGUSR1)
+	signal.Notify(again, syscall.SIGUSR2)
+	var killedAt time.Time
+	for {
+		select {
+		case s := <-sig:
+			logf("%v: stopping", s)
+			return nil
+		case <-kill:
+			if err := sup.kill("apiserver"); err != nil {
+				return err
+			}
+			killedAt = time.Now()
+			logf("kube-apiserver killed")
+		case <-again:
+			t0 := time.Now()
+			if err := sup.startAgain("apiserver"); err != nil {
+				return err
+			}
+			rctx, rcancel := context.WithTimeout(context.Background(), o.readyTimout)
+			err := waitReady(rctx, cfg, sup)
+			rcancel()
+			if err != nil {
+				return err
+			}
+			logf("kube-apiserver restarted, ready again in %.1fs (down %.1fs)", time.Since(t0).Seconds(), time.Since(killedAt).Seconds())
+		case msg := <-sup.exited:
+			return errors.New(msg)
+		}
 	}
-	return nil
 }
 
 func waitReady(ctx context.Context, cfg *rest.Config, sup *supervisor) error {

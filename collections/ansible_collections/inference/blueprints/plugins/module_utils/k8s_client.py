@@ -106,6 +106,13 @@ REQUEST_TIMEOUT = 60
 MAX_RETRIES = 6
 MAX_RETRY_WAIT = 30.0
 RETRY_BUDGET = 120.0
+# An API server that answered this host before (in this process, or its discovery is cached on disk) and now
+# refuses or drops connections is restarting (a kube-apiserver rollout, which on Single Node OpenShift leaves no
+# other instance to answer, or a load balancer's backend going away): every request is sent again, with backoff,
+# until it answers or this long has passed. Server-side apply, reads and deletes are safe to send twice. A server
+# never reached (a wrong address or port) fails at once; timeouts, DNS and TLS failures are not retried.
+DOWN_BUDGET = 60.0
+_WENT_AWAY = ("Connection refused", "Connection reset", "Remote end closed", "Connection aborted")
 
 # Metadata the server owns; ignored when comparing desired and live objects.
 VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
@@ -824,6 +831,7 @@ class Client:
                 configuration.retries = closed_connection_retries()
             self._http = k8s_rest.RESTClientObject(configuration).pool_manager
         self._trace_path = env.get(ENV_TRACE)
+        self._answered = False
         self._trace_lock = threading.Lock()
         self.discovery = Discovery(self, default_cache_dir(env), discovery_ttl(env))
 
@@ -858,6 +866,7 @@ class Client:
         if not self._trace_path:
             return
         event["pid"] = os.getpid()
+        event["t"] = round(time.time(), 3)
         line = json.dumps(event, sort_keys=True) + "\n"
         with self._trace_lock, open(self._trace_path, "a", encoding="utf-8") as fh:
             fh.write(line)
@@ -876,7 +885,9 @@ class Client:
             headers["Content-Type"] = content_type or "application/json"
         read_timeout = timeout or REQUEST_TIMEOUT
         spent = 0.0
-        for attempt in range(MAX_RETRIES + 1):
+        attempt = 0
+        down_since = None
+        while True:
             try:
                 resp = self._http.request(
                     method,
@@ -887,13 +898,21 @@ class Client:
                     preload_content=True,
                 )
             except urllib3.exceptions.HTTPError as exc:
-                self.trace(method=method, path=path, query=query and urlencode(query), status=0)
+                self.trace(method=method, path=path, query=query and urlencode(query), status=0, error=_reason(exc))
+                now = time.monotonic()
+                down_since = now if down_since is None else down_since
+                went_away = any(w in str(exc) for w in _WENT_AWAY) and self._answered_before()
+                if went_away and now - down_since < DOWN_BUDGET:
+                    time.sleep(min(0.25 * 2 ** min(int(now - down_since), 3), 2.0))
+                    continue
+                waited = f" (it answered before; sent again for {now - down_since:.0f} s)" if went_away else ""
                 raise ClientError(
-                    f"cannot reach the API server {self.server} ({self.source}): {_reason(exc)}; "
+                    f"cannot reach the API server {self.server} ({self.source}): {_reason(exc)}{waited}; "
                     "valid: the address of a running API server that this host can reach, in the kubeconfig "
                     "that k8s_kubeconfig / K8S_AUTH_KUBECONFIG and k8s_context name"
                 ) from exc
             self.trace(method=method, path=path, query=query and urlencode(query), status=resp.status)
+            self._answered = True
             if 200 <= resp.status < 300:
                 if not resp.data:
                     return {}
@@ -908,6 +927,7 @@ class Client:
                 retry_after = next((v for k, v in resp_headers.items() if k.lower() == "retry-after"), None)
                 delay = retry_delay(attempt, retry_after)
                 spent += delay
+                attempt += 1
                 time.sleep(delay)
                 continue
             err = ApiError(method, path, resp.status, resp.data, resp_headers)
@@ -920,7 +940,11 @@ class Client:
                     "who is throttled); a re-run applies only what is still missing",
                 )
             raise err
-        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answered_before(self):
+        """Whether the API server answered this host before: in this process, or its discovery is cached on disk
+        (written after a fetch from it, whatever its age)."""
+        return self._answered or os.path.exists(self.discovery.path)
 
     def _unauthorized(self):
         """Why the API server answered 401, as far as the client can tell, and what would be valid."""
