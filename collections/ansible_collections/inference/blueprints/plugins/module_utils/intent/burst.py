@@ -21,7 +21,7 @@ variable (inventory.SOVEREIGN_BURST) and the plans.
 * ``digest_differences(intents)``: the model digests two clusters' intents run differently.
 
 Facts about the upstream objects are cited where they are used (burst_routes.py, burst_pin.py) and:
-KEDA (github.com/kedacore/keda/v2 v2.20.2 scaledobject_types.go) activates a ScaledObject from zero when a
+KEDA (github.com/kedacore/keda/v2 v2.21.0 scaledobject_types.go) activates a ScaledObject from zero when a
 trigger's value passes its ``activationThreshold``; llm-d-router v0.9.0 exports the flow-control queue as
 ``llm_d_epp_flow_control_queue_size{inference_pool, priority, ...}`` (pkg/epp/metrics), the queue a
 request waits in under flow control.

@@ -1,0 +1,69 @@
+"""The KEDA operator beside a local control plane (TEST-SIDE ONLY).
+
+``make keda`` (mk/autoscaling.mk) builds ``cmd/operator`` of ``github.com/kedacore/keda/v2`` at the version
+``tests/autoscaling/keda/go.mod`` pins into ``.cache/bin/keda-operator``. It runs here as on a cluster (the
+Custom Metrics Autoscaler's operand is the same program), with these differences, all of them plumbing:
+
+* the instance's admin kubeconfig instead of its ServiceAccount (``KUBECONFIG``), watching every namespace,
+  ``POD_NAMESPACE`` / ``KEDA_CLUSTER_OBJECT_NAMESPACE`` = ``keda``;
+* its gRPC metrics service (what the metrics API server asks) and its probe and metrics ports on loopback, with
+  a certificate of the control plane's CA in ``--cert-dir`` (on a cluster: the ``kedaorg-certs`` Secret);
+* no certificate rotation, no patching of webhook or APIService objects (none are installed here).
+
+Its CRDs (``keda.sh``, ``eventing.keda.sh``) are in every plane's CRD bundle, from the same module version
+(tests/controlplane/crdsources/sources.yaml). What the operator decides is its own: whether a ScaledObject is
+Ready, the HorizontalPodAutoscaler it creates for it, and activation (0 <-> 1) of its target.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from controlplane import webhooks
+from controlplane.component import CACHE, Component, ComponentError
+from controlplane.procutil import free_port
+
+BINARY = CACHE / "bin" / "keda-operator"
+NAMESPACE = "keda"
+
+
+class KedaError(ComponentError):
+    """The KEDA operator could not be started."""
+
+
+class KedaOperator(Component):
+    name = "keda-operator"
+    error = KedaError
+
+    def __init__(self, cp):
+        super().__init__(cp, BINARY)
+        self.certs = cp.workdir / "keda-certs"
+        self.probe_port = 0
+
+    def launch(self) -> KedaOperator:
+        if not self.binary.exists():
+            raise KedaError(f"{self.binary} is missing: run `make keda` (builds the KEDA operator, mk/autoscaling.mk)")
+        self.certs.mkdir(parents=True, exist_ok=True)
+        pki = self.cp.workdir / "pki"
+        webhooks.issue_serving_cert(pki, self.certs, common_name="keda-operator")
+        shutil.copy(pki / "ca.crt", self.certs / "ca.crt")
+        self.cp.kubectl("create", "namespace", NAMESPACE)
+        self.probe_port = free_port()
+        self.spawn(
+            [
+                f"--cert-dir={self.certs}",
+                f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                f"--metrics-service-bind-address=127.0.0.1:{free_port()}",
+                "--enable-cert-rotation=false",
+                "--enable-webhook-patching=false",
+                "--enable-apiservice-patching=false",
+                "--leader-elect=false",
+            ],
+            env={"POD_NAMESPACE": NAMESPACE, "WATCH_NAMESPACE": "", "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE},
+        )
+        return self
+
+    def ready(self, timeout: float = 120) -> KedaOperator:
+        self.wait(lambda: self.http_ok(f"http://127.0.0.1:{self.probe_port}/readyz"), "readyz", timeout)
+        return self
