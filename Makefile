@@ -75,7 +75,7 @@ include mk/*.mk
 
 PYTEST      := $(PY) -m pytest -q -p no:cacheprovider --durations=30
 
-pytest: setup controlplane egctl keda
+pytest: setup controlplane egctl autoscaling
 	$(PYTEST) tests --ignore=tests/bench
 
 # The same tests as three sessions that make test runs side by side: the reliability catalogue (one
@@ -87,9 +87,9 @@ pytest: setup controlplane egctl keda
 pytest-reliability: setup controlplane
 	$(PYTEST) tests/reliability
 
-# tests/autoscaling runs with the integration converges (the KEDA operator, mk/autoscaling.mk: 18 s to build
-# with a warm Go cache, 11 min cold), beside the rest, the longest session.
-pytest-integration: setup controlplane egctl keda
+# tests/autoscaling runs with the integration converges (the KEDA operator and Prometheus, mk/autoscaling.mk:
+# 24 s to build with a warm Go cache), beside the rest, the longest session.
+pytest-integration: setup controlplane egctl autoscaling
 	$(PYTEST) tests/integration tests/autoscaling
 
 pytest-rest: setup controlplane egctl

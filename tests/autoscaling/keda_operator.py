@@ -8,7 +8,10 @@ Custom Metrics Autoscaler's operand is the same program), with these differences
   ``POD_NAMESPACE`` / ``KEDA_CLUSTER_OBJECT_NAMESPACE`` = ``keda``;
 * its gRPC metrics service (what the metrics API server asks) and its probe and metrics ports on loopback, with
   a certificate of the control plane's CA in ``--cert-dir`` (on a cluster: the ``kedaorg-certs`` Secret);
-* no certificate rotation, no patching of webhook or APIService objects (none are installed here).
+* no certificate rotation, no patching of webhook or APIService objects (none are installed here);
+* with ``hosts``, cluster Service names it queries resolve for it alone to loopback addresses: it runs in a
+  user and mount namespace of its own (``unshare``) over a copy of /etc/hosts with those names added (its
+  scalers dial ``thanos-querier.openshift-monitoring.svc.cluster.local``, prometheus_server.py).
 
 Its CRDs (``keda.sh``, ``eventing.keda.sh``) are in every plane's CRD bundle, from the same module version
 (tests/controlplane/crdsources/sources.yaml). What the operator decides is its own: whether a ScaledObject is
@@ -18,6 +21,7 @@ Ready, the HorizontalPodAutoscaler it creates for it, and activation (0 <-> 1) o
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from controlplane import webhooks
 from controlplane.component import CACHE, Component, ComponentError
@@ -35,10 +39,23 @@ class KedaOperator(Component):
     name = "keda-operator"
     error = KedaError
 
-    def __init__(self, cp):
+    def __init__(self, cp, hosts: dict[str, str] | None = None):
         super().__init__(cp, BINARY)
         self.certs = cp.workdir / "keda-certs"
         self.probe_port = 0
+        self.hosts = hosts or {}
+
+    def _wrap(self) -> list[str] | None:
+        if not self.hosts:
+            return None
+        unshare = shutil.which("unshare")
+        if not unshare:
+            raise KedaError("unshare (util-linux) is needed to give the KEDA operator its own /etc/hosts")
+        hosts = self.cp.workdir / "keda-hosts"
+        lines = [f"{addr} {name}" for name, addr in sorted(self.hosts.items())]
+        hosts.write_text(Path("/etc/hosts").read_text() + "\n" + "\n".join(lines) + "\n")
+        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        return [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script, str(hosts)]
 
     def launch(self) -> KedaOperator:
         if not self.binary.exists():
@@ -61,6 +78,7 @@ class KedaOperator(Component):
                 "--leader-elect=false",
             ],
             env={"POD_NAMESPACE": NAMESPACE, "WATCH_NAMESPACE": "", "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE},
+            wrap=self._wrap(),
         )
         return self
 

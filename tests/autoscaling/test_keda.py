@@ -20,33 +20,16 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 
 import pytest
-from controlplane.cluster import DEFAULT_PROFILE
 
-from .keda_operator import KedaOperator
+from .conftest import site
 
 pytestmark = [pytest.mark.cluster]
 
 SITES = ("example-chat", "example-batch", "example-ai-grid", "example-sovereign-burst")
 TOKEN_SECRET = "keda-metrics-reader-token"
-
-
-def _site_objects(site: str) -> dict[str, list[dict]]:
-    from ansible_collections.inference.blueprints.plugins.module_utils import cli
-    from ansible_collections.inference.blueprints.plugins.plugin_utils import render
-
-    from tests.serving_helpers import INVENTORIES
-
-    before = os.environ.pop("K8S_AUTH_KUBECONFIG", None)
-    try:
-        intents = cli.site_intents(str(INVENTORIES / site), None, None)
-    finally:
-        if before is not None:
-            os.environ["K8S_AUTH_KUBECONFIG"] = before
-    return {h: list(render.render_components(i["stages"]["serving"], i)) for h, i in intents.items()}
 
 
 def _autoscaling(objs: list[dict]) -> dict[str, list[dict]]:
@@ -101,17 +84,13 @@ def _until(cond, timeout: float, what: str, seen=None):
 
 
 @pytest.fixture(scope="module")
-def keda(cluster_factory):
-    cp = cluster_factory(DEFAULT_PROFILE, name="autoscaling", kserve=False)
-    operator = KedaOperator(cp).launch().ready()
-    yield cp
-    operator.stop()
-    cluster_factory.release("autoscaling")
+def keda(autoscaling):
+    return autoscaling["plane"]
 
 
 @pytest.fixture(scope="module")
 def sites():
-    return {site: _site_objects(site) for site in SITES}
+    return {name: {h: c["objects"] for h, c in site(name).items()} for name in SITES}
 
 
 def _namespace(cp, ns: str) -> None:

@@ -70,14 +70,15 @@ class Component:
             raise self.error(f"{self.binary} is missing: run `make controlplane` ({how})")
 
     # ------------------------------------------------------------------ lifecycle
-    def spawn(self, args: list[str], env: dict[str, str] | None = None) -> None:
-        """Start the binary with the instance's kubeconfig (no other KUBECONFIG, no GOEXPERIMENT)."""
+    def spawn(self, args: list[str], env: dict[str, str] | None = None, wrap: list[str] | None = None) -> None:
+        """Start the binary with the instance's kubeconfig (no other KUBECONFIG, no GOEXPERIMENT); ``wrap`` is a
+        command that runs it (its argv before the binary's)."""
         self.t0 = self.t0 or time.monotonic()
         base = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG", "POD_NAMESPACE")}
         base |= {"KUBECONFIG": self.cp.kubeconfig, "GOGC": "50"}  # GOGC as for the control plane's children
         log = open(self.log, "w")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [str(self.binary), *args],
+            [*(wrap or []), str(self.binary), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

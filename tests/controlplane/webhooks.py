@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from .cluster import ControlPlane
 
 
-def issue_serving_cert(pki: Path, out_dir: Path, common_name: str = "webhook-server") -> None:
-    """tls.crt/tls.key for 127.0.0.1, signed by the control plane's CA (pki/ca.crt, ca.key)."""
+def issue_serving_cert(
+    pki: Path, out_dir: Path, common_name: str = "webhook-server", dns_names: tuple[str, ...] = ()
+) -> None:
+    """tls.crt/tls.key for 127.0.0.1 (and ``dns_names``), signed by the control plane's CA (pki/ca.crt, ca.key)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -39,7 +41,12 @@ def issue_serving_cert(pki: Path, out_dir: Path, common_name: str = "webhook-ser
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=365))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    *(x509.DNSName(n) for n in ("localhost", *dns_names)),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

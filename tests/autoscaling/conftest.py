@@ -1,0 +1,47 @@
+"""One control plane for tests/autoscaling, with the KEDA operator running beside it (keda_operator.py). The
+operator resolves the Thanos querier's Service name to the loopback address where a test starts Prometheus
+(prometheus_server.py); the KEDA binary comes from ``make keda``, Prometheus from ``make prometheus``, both run
+first by ``make pytest-integration`` (a missing one fails the test with the command to run, never a skip)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+from controlplane.cluster import DEFAULT_PROFILE
+
+from .keda_operator import KedaOperator
+from .prometheus_server import THANOS, loopback_address
+
+PLANE = "autoscaling"
+
+
+@functools.cache
+def site(name: str) -> dict:
+    """{host: {"intent": ..., "objects": rendered serving objects}} of an example inventory."""
+    from ansible_collections.inference.blueprints.plugins.module_utils import cli
+    from ansible_collections.inference.blueprints.plugins.plugin_utils import render
+
+    from tests.serving_helpers import INVENTORIES
+
+    before = os.environ.pop("K8S_AUTH_KUBECONFIG", None)
+    try:
+        intents = cli.site_intents(str(INVENTORIES / name), None, None)
+    finally:
+        if before is not None:
+            os.environ["K8S_AUTH_KUBECONFIG"] = before
+    return {
+        h: {"intent": i, "objects": list(render.render_components(i["stages"]["serving"], i))}
+        for h, i in intents.items()
+    }
+
+
+@pytest.fixture(scope="package")
+def autoscaling(cluster_factory):
+    cp = cluster_factory(DEFAULT_PROFILE, name=PLANE, kserve=False)
+    address = loopback_address()
+    operator = KedaOperator(cp, hosts={THANOS: address}).launch().ready()
+    yield {"plane": cp, "operator": operator, "prometheus_address": address}
+    operator.stop()
+    cluster_factory.release(PLANE)
