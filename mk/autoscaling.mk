@@ -17,7 +17,8 @@
 #   warm (Go build cache warm, nothing changed): prometheus 100 s (mostly the link; load 20); keda: not
 #   measured yet (expect two links of the same order). A quiet machine is several times faster: these are upper bounds.
 # On a quiet machine (2026-11-29, load 1-3): keda-operator + keda-adapter cold (an empty GOCACHE, modules already
-#   downloaded) 665 s; warm 18 s; prometheus warm 6 s. make pytest-integration (tests/autoscaling) builds keda.
+#   downloaded) 665 s, prometheus cold 220 s (niced, beside tests); warm 18 s and 6 s. make pytest-integration
+#   (tests/autoscaling) builds both.
 # Rebuilt only when a go.mod/go.sum changes. Go caches stay at their defaults outside the repo.
 .PHONY: autoscaling keda prometheus
 

@@ -126,11 +126,12 @@ def cluster_factory():
         kserve: bool | None = None,
         kserve_flavor: str | None = None,
         scc: bool | None = None,
+        hpa: bool = False,
     ) -> ControlPlane:
         key = name or profile
         cp = instances.get(key)
         if cp is None:
-            cp = ControlPlane(profile, kserve=kserve, kserve_flavor=kserve_flavor, scc=scc)
+            cp = ControlPlane(profile, kserve=kserve, kserve_flavor=kserve_flavor, scc=scc, hpa=hpa)
             instances[key] = cp.start()
         elif cp.profile_name != profile:
             raise ValueError(f"instance {key!r} already runs profile {cp.profile_name!r}")

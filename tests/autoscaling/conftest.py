@@ -1,4 +1,5 @@
-"""One control plane for tests/autoscaling, with the KEDA operator running beside it (keda_operator.py). The
+"""One control plane for tests/autoscaling, with kube-controller-manager's HPA controller (kcp --hpa), the KEDA
+operator and KEDA's metrics API server on its aggregation layer running beside it (keda_operator.py). The
 operator resolves the Thanos querier's Service name to the loopback address where a test starts Prometheus
 (prometheus_server.py); the KEDA binary comes from ``make keda``, Prometheus from ``make prometheus``, both run
 first by ``make pytest-integration`` (a missing one fails the test with the command to run, never a skip)."""
@@ -11,7 +12,7 @@ import os
 import pytest
 from controlplane.cluster import DEFAULT_PROFILE
 
-from .keda_operator import KedaOperator
+from .keda_operator import KedaAdapter, KedaOperator
 from .prometheus_server import THANOS, loopback_address
 
 PLANE = "autoscaling"
@@ -39,12 +40,14 @@ def site(name: str) -> dict:
 
 @pytest.fixture(scope="package")
 def autoscaling(cluster_factory):
-    cp = cluster_factory(DEFAULT_PROFILE, name=PLANE, kserve=False)
+    cp = cluster_factory(DEFAULT_PROFILE, name=PLANE, kserve=False, hpa=True)
     # KEDA writes the ScaledObjects' status and makes the HPAs: the plane's status simulator leaves both alone
     for kind in ("ScaledObject", "HorizontalPodAutoscaler"):
         cp.set_real_controller(kind)
     address = loopback_address()
     operator = KedaOperator(cp, hosts={THANOS: address}).launch().ready()
+    adapter = KedaAdapter(cp, operator).launch().ready()
     yield {"plane": cp, "operator": operator, "prometheus_address": address}
+    adapter.stop()
     operator.stop()
     cluster_factory.release(PLANE)

@@ -177,8 +177,11 @@ class ControlPlane:
         kserve: bool | None = None,
         kserve_flavor: str | None = None,
         scc: bool | None = None,
+        hpa: bool = False,
     ):
         self.profile_name = profile
+        # kube-controller-manager's HPA controller (tests/autoscaling); else the simulator plays HPA status
+        self.hpa = hpa
         self.profile = load_profile(profile)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"kcp-{profile}-"))
@@ -250,6 +253,7 @@ class ControlPlane:
             f"--catalog={CATALOG}",
             f"--snapshot-cache={CACHE / 'etcd-snapshots'}",
             f"--ready-timeout={int(timeout)}s",
+            *(["--hpa"] if self.hpa else []),
         ]
         log = open(self.workdir / "kcp.log", "w")  # noqa: SIM115 - handed to the child
         env = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG")}

@@ -20,9 +20,14 @@ if TYPE_CHECKING:
 
 
 def issue_serving_cert(
-    pki: Path, out_dir: Path, common_name: str = "webhook-server", dns_names: tuple[str, ...] = ()
+    pki: Path,
+    out_dir: Path,
+    common_name: str = "webhook-server",
+    dns_names: tuple[str, ...] = (),
+    client: bool = False,
 ) -> None:
-    """tls.crt/tls.key for 127.0.0.1 (and ``dns_names``), signed by the control plane's CA (pki/ca.crt, ca.key)."""
+    """tls.crt/tls.key for 127.0.0.1 (and ``dns_names``), signed by the control plane's CA (pki/ca.crt, ca.key);
+    ``client``: good for client authentication too (KEDA's operator and metrics server share one for mTLS)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -49,7 +54,12 @@ def issue_serving_cert(
             ),
             critical=False,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, *([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )

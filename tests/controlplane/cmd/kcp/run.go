@@ -57,6 +57,13 @@ var kcmControllers = []string{
 	"node-lifecycle-controller",
 }
 
+func controllers(hpa bool) []string {
+	if hpa {
+		return append(append([]string{}, kcmControllers...), "horizontal-pod-autoscaler-controller")
+	}
+	return kcmControllers
+}
+
 type runOpts struct {
 	dir         string
 	port        int
@@ -66,6 +73,7 @@ type runOpts struct {
 	crds        string
 	catalog     string
 	kcm         bool
+	hpa         bool
 	scheduler   bool
 	schedPort   int
 	snapCache   string
@@ -87,6 +95,7 @@ func runMain(args []string) int {
 	fs.StringVar(&o.crds, "crds", "", "JSON bundle of CRDs to install ({\"crds\": [...]}, see crdsources/collect.py)")
 	fs.StringVar(&o.catalog, "catalog", "", "operator package catalog (YAML) served as PackageManifests")
 	fs.BoolVar(&o.kcm, "controller-manager", true, "run kube-controller-manager")
+	fs.BoolVar(&o.hpa, "hpa", false, "run kube-controller-manager's HPA controller (tests/autoscaling; else the simulator plays HPA status)")
 	fs.BoolVar(&o.scheduler, "scheduler", true, "run kube-scheduler")
 	fs.IntVar(&o.schedPort, "scheduler-port", 10259, "kube-scheduler secure port (healthz, metrics) on 127.0.0.1")
 	fs.StringVar(&o.snapCache, "snapshot-cache", "", "directory for etcd snapshots taken right after the CRDs are established; "+
@@ -383,9 +392,9 @@ func run(o runOpts) error {
 			"--root-ca-file="+p.path("ca.crt"),
 			// The workload controllers make the pods a cluster would get (Deployment ->
 			// ReplicaSet -> Pod, StatefulSet, DaemonSet, Job) and their status; the scheduler
-			// binds them and kwok, the node agent, runs them. No HPA controller: the simulator
-			// plays HPA status.
-			"--controllers="+strings.Join(kcmControllers, ","),
+			// binds them and kwok, the node agent, runs them. The HPA controller only with --hpa
+			// (tests/autoscaling, beside KEDA's metrics API server); else the simulator plays HPA status.
+			"--controllers="+strings.Join(controllers(o.hpa), ","),
 			// kwok renews each node's Lease; on a machine this busy a renewal can come late, and a
 			// node declared NotReady would leave new pods Pending: 2 min, not the 50 s default.
 			"--node-monitor-grace-period=2m",
