@@ -120,9 +120,10 @@ def pytest_runtest_makereport(item, call):
 def cluster_factory():
     instances: dict[str, ControlPlane] = {}
 
-    def factory(
+    def factory(  # noqa: PLR0913 - one option per part of a plane
         profile: str = DEFAULT_PROFILE,
         name: str | None = None,
+        *,
         kserve: bool | None = None,
         kserve_flavor: str | None = None,
         scc: bool | None = None,
