@@ -87,13 +87,15 @@ pytest: setup controlplane egctl autoscaling
 pytest-reliability: setup controlplane
 	$(PYTEST) tests/reliability
 
-# tests/autoscaling runs with the integration converges (the KEDA operator and Prometheus, mk/autoscaling.mk:
-# 24 s to build with a warm Go cache), beside the rest, the longest session.
+# tests/autoscaling (the KEDA operator, its metrics server and Prometheus, mk/autoscaling.mk: 24 s to build with
+# a warm Go cache) and tests/gitops (Argo CD) run with the integration converges, beside the rest, the longest
+# session: at stop 39 the rest took 55 min in CI and the integration session 43 (with tests/autoscaling).
 pytest-integration: setup controlplane egctl autoscaling
-	$(PYTEST) tests/integration tests/autoscaling
+	$(PYTEST) tests/integration tests/autoscaling tests/gitops
 
 pytest-rest: setup controlplane egctl
-	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration --ignore=tests/autoscaling
+	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration --ignore=tests/autoscaling \
+	  --ignore=tests/gitops
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
 # the exit code is non-zero when any failed. Three tiers at a time (-j3): lint, sanity and the
