@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 
 import yaml
@@ -217,3 +218,15 @@ def kubectl_apply(cluster, objs: list[dict], manager: str, dry_run: bool = False
     if dry_run:
         args.append("--dry-run=server")
     return cluster.kubectl(*args, input=text)
+
+
+def until(cond, timeout: float, what: str, seen=None, poll: float = 0.5):
+    """Poll ``cond`` until it returns something true and return that; fail naming what was awaited and, with
+    ``seen``, what was there instead."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(poll)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))

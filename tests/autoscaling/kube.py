@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
+
+from tests.serving_helpers import until  # noqa: F401 - the package's wait
 
 
 def kind(objs: list[dict], kind: str) -> list[dict]:
@@ -17,30 +18,27 @@ def get(cp, *args: str) -> dict:
 
 
 def apply(cp, objs: list[dict]) -> None:
+    if not objs:
+        return
     body = "\n".join(json.dumps(o) for o in objs)
     res = cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=body)
     assert res.returncode == 0, res.stderr
 
 
-def until(cond, timeout: float, what: str, seen=None, poll: float = 0.5):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))
-
-
 def stand_in(ref: dict, ns: str) -> dict:
+    """A scale target of the kind and name a ScaledObject names (a Deployment or a LeaderWorkerSet), at 0."""
     labels = {"app": ref["name"]}
     pod = {
         "metadata": {"labels": labels},
         "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
     }
+    if ref["kind"] == "Deployment":
+        spec = {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod}
+    else:  # LeaderWorkerSet
+        spec = {"replicas": 0, "leaderWorkerTemplate": {"size": 1, "workerTemplate": pod}}
     return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "apiVersion": ref["apiVersion"],
+        "kind": ref["kind"],
         "metadata": {"name": ref["name"], "namespace": ns},
-        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod},
+        "spec": spec,
     }

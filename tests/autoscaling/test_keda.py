@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import pytest
 
 from .conftest import site
+from .kube import apply as _apply
+from .kube import get as _get
+from .kube import stand_in as _stand_in
+from .kube import until as _until
 
 pytestmark = [pytest.mark.cluster]
 
@@ -42,45 +45,8 @@ def _autoscaling(objs: list[dict]) -> dict[str, list[dict]]:
     }
 
 
-def _stand_in(ref: dict, ns: str) -> dict:
-    meta = {"name": ref["name"], "namespace": ns}
-    labels = {"app": ref["name"]}
-    pod = {
-        "metadata": {"labels": labels},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
-    }
-    if ref["kind"] == "Deployment":
-        spec = {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod}
-    else:  # LeaderWorkerSet
-        spec = {"replicas": 0, "leaderWorkerTemplate": {"size": 1, "workerTemplate": pod}}
-    return {"apiVersion": ref["apiVersion"], "kind": ref["kind"], "metadata": meta, "spec": spec}
-
-
-def _apply(cp, objs: list[dict]) -> None:
-    if not objs:
-        return
-    res = cp.kubectl("apply", "--server-side", "-f", "-", input="\n".join(json.dumps(o) for o in objs))
-    assert res.returncode == 0, res.stderr
-
-
-def _get(cp, *args: str) -> dict:
-    res = cp.kubectl(*args, "-o", "json")
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
 def _condition(so: dict, kind: str) -> dict:
     return next((c for c in (so.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-
-def _until(cond, timeout: float, what: str, seen=None):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))
 
 
 @pytest.fixture(scope="module")

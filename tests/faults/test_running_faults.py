@@ -38,6 +38,7 @@ from controlplane.cluster import DEFAULT_PROFILE
 from tests import quiet
 from tests.ansible_run import run_playbook
 from tests.serving_helpers import INVENTORIES, PLAYBOOKS
+from tests.serving_helpers import until as _until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -77,14 +78,9 @@ def _running(cp, ns: str) -> list[dict] | None:
     return live if ok else None
 
 
-def _until(cond, timeout: float, what: str, seen=None, poll: float = 0.5):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout:.0f} s: {what}" + (f"; saw {seen()}" if seen else ""))
+def _until_served(cp, ns: str, timeout: float, what: str) -> None:
+    """Wait until the service is Ready with every pod placed; fail showing the pods and conditions seen."""
+    _until(lambda: _running(cp, ns) and _ready(cp, ns), timeout, what, seen=lambda: _seen(cp, ns))
 
 
 def _seen(cp, ns: str) -> str:
@@ -124,12 +120,7 @@ def served(kserve, request, tmp_path):
         first = _converge(kserve, ns, tmp_path)
         assert first.rc == 0, first.failure_messages() or first.stdout[-3000:]
         # (KServe's first reconcile of a P/D service on a loaded machine: up to minutes, as in tests/integration)
-        _until(
-            lambda: _running(kserve, ns) and _ready(kserve, ns),
-            300,
-            f"{NAME} Ready with every pod placed",
-            seen=lambda: _seen(kserve, ns),
-        )
+        _until_served(kserve, ns, 300, f"{NAME} Ready with every pod placed")
         yield ns
     finally:
         # waited for: the next test places the same service on the GPUs these pods hold
@@ -322,12 +313,7 @@ def test_verify_during_a_node_loss_without_spare_gpus_names_the_pod_and_the_caus
         for n in others:
             cp.kubectl("uncordon", n)
         _restore(cp, saved)
-    _until(
-        lambda: _running(cp, ns) and _ready(cp, ns),
-        180,
-        f"{NAME} Ready again once the nodes take pods",
-        seen=lambda: _seen(cp, ns),
-    )
+    _until_served(cp, ns, 180, f"{NAME} Ready again once the nodes take pods")
     _rerun_changes_nothing(cp, ns, tmp_path)
     print(f"FIGURE verify-during-node-loss: verify failed in {took:.1f} s naming the unplaceable pod and its cause")
 
@@ -374,12 +360,7 @@ def test_api_server_down_when_a_converge_reaches_it_the_converge_rides_it_out(ks
         assert first.rc == 0, f"the converge did not ride out the API server's restart ({back:.1f} s): " + (
             first.failure_messages() or first.stdout[-3000:]
         )
-        _until(
-            lambda: _running(cp, ns) and _ready(cp, ns),
-            300,
-            f"{NAME} Ready with every pod placed after the restart",
-            seen=lambda: _seen(cp, ns),
-        )
+        _until_served(cp, ns, 300, f"{NAME} Ready with every pod placed after the restart")
         _rerun_changes_nothing(cp, ns, tmp_path)
         print(
             f"FIGURE apiserver-restart: the converge met the API server down ({refused} refused attempts), "
