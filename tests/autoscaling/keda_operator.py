@@ -30,6 +30,23 @@ from controlplane.component import CACHE, Component, ComponentError
 from controlplane.procutil import free_port
 
 BINARY = CACHE / "bin" / "keda-operator"
+MODULE = "github.com/kedacore/keda/v2"
+
+
+def versions() -> tuple[str, str]:
+    """(the KEDA version the operator is built from, the version the planes' KEDA CRDs come from): two pins,
+    tests/autoscaling/keda/go.mod and tests/controlplane/crdsources/sources.yaml, that must agree."""
+    import re
+
+    import yaml
+
+    here = Path(__file__).resolve().parent
+    built = re.search(rf"^\s*(?:require\s+)?{re.escape(MODULE)} (v\S+)", (here / "keda" / "go.mod").read_text(), re.M)
+    sources = yaml.safe_load((here.parent / "controlplane" / "crdsources" / "sources.yaml").read_text())["sources"]
+    crds = next(s["version"] for s in sources if s["module"] == MODULE)
+    return (built.group(1) if built else "?"), crds
+
+
 NAMESPACE = "keda"
 
 
@@ -62,6 +79,12 @@ class KedaOperator(Component):
     def launch(self) -> KedaOperator:
         if not self.binary.exists():
             raise KedaError(f"{self.binary} is missing: run `make keda` (builds the KEDA operator, mk/autoscaling.mk)")
+        built, crds = versions()
+        if built != crds:
+            raise KedaError(
+                f"the KEDA operator is built from {built} (tests/autoscaling/keda/go.mod) but the planes' KEDA CRDs "
+                f"are {crds} (tests/controlplane/crdsources/sources.yaml): pin both to one version"
+            )
         self.certs.mkdir(parents=True, exist_ok=True)
         pki = self.cp.workdir / "pki"
         # one certificate for the operator's gRPC server, the metrics server (the aggregator checks the name of the
