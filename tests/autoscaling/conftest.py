@@ -7,6 +7,7 @@ first by ``make pytest-integration`` (a missing one fails the test with the comm
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 import pytest
@@ -18,9 +19,14 @@ from .prometheus_server import THANOS, loopback_address
 PLANE = "autoscaling"
 
 
+def site(name: str, extra_vars: dict | None = None) -> dict:
+    """{host: {"intent": ..., "objects": rendered serving objects}} of an example inventory, with the user's
+    ``extra_vars`` on top (what ``-e`` gives ansible-playbook)."""
+    return _site(name, json.dumps(extra_vars or {}, sort_keys=True))
+
+
 @functools.cache
-def site(name: str) -> dict:
-    """{host: {"intent": ..., "objects": rendered serving objects}} of an example inventory."""
+def _site(name: str, extra_json: str) -> dict:
     from ansible_collections.inference.blueprints.plugins.module_utils import cli
     from ansible_collections.inference.blueprints.plugins.plugin_utils import render
 
@@ -28,7 +34,7 @@ def site(name: str) -> dict:
 
     before = os.environ.pop("K8S_AUTH_KUBECONFIG", None)
     try:
-        intents = cli.site_intents(str(INVENTORIES / name), None, None)
+        intents = cli.site_intents(str(INVENTORIES / name), None, json.loads(extra_json) or None)
     finally:
         if before is not None:
             os.environ["K8S_AUTH_KUBECONFIG"] = before

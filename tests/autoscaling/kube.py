@@ -25,13 +25,20 @@ def apply(cp, objs: list[dict]) -> None:
     assert res.returncode == 0, res.stderr
 
 
-def stand_in(ref: dict, ns: str) -> dict:
-    """A scale target of the kind and name a ScaledObject names (a Deployment or a LeaderWorkerSet), at 0."""
+def stand_in(ref: dict, ns: str, template: dict | None = None) -> dict:
+    """A scale target of the kind and name a ScaledObject names (a Deployment or a LeaderWorkerSet), at 0.
+
+    With ``template`` (the LLMInferenceService's ``spec.template``, from which KServe builds the workload's
+    pods) its pods ask for what KServe's would: the main container's resources (the GPUs), the tolerations,
+    node selector and affinity; the real scheduler places them and kwok starts them."""
     labels = {"app": ref["name"]}
-    pod = {
-        "metadata": {"labels": labels},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
-    }
+    main = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+    spec: dict = {"containers": [main]}
+    if template:
+        rendered = next(c for c in template["containers"] if c["name"] == "main")
+        main["resources"] = rendered.get("resources") or {}
+        spec.update({k: template[k] for k in ("tolerations", "nodeSelector", "affinity") if k in template})
+    pod = {"metadata": {"labels": labels}, "spec": spec}
     if ref["kind"] == "Deployment":
         spec = {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod}
     else:  # LeaderWorkerSet

@@ -5,8 +5,9 @@ Requests arrive through the real llm-d router at the plan's rate (the batch exam
 over engines that keep up (llm-d-inference-sim, fast settings: the request-rate trigger is the one under
 test, the queues stay short). Prometheus scrapes the router as the rendered ServiceMonitor says; the KEDA
 operator reads the rendered ScaledObject unchanged and its metrics API server serves each trigger to
-kube-controller-manager's HPA controller, which sets the stand-in scale target's replicas. The plan says 4
-replicas at 40 req/s: the pool must reach 4 and not go above it.
+kube-controller-manager's HPA controller, which sets the stand-in scale targets' replicas. The plan says 4
+replicas at 40 req/s: the pool must reach 4 and not go above it. The chat example (120 req/s) has two pools, decode
+(3) and prefill (2), each with its own ScaledObject: both must reach and keep the plan's counts, the plan's ratio.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import pytest
 from dataplane.harness import DataPlane
 from dataplane.traffic import CHAT_PATH, chat_body
 
-from .chain import model_and_objects, wired
+from .chain import model_and_objects, scaled_objects, wired
 from .kube import get
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SITE, HOST = "example-batch", "batch-west-1"
 FAST = ["--time-to-first-token", "5ms", "--inter-token-latency", "1ms", "--max-num-seqs", "64"]
 LOAD_SECONDS = 240
 
@@ -57,43 +57,83 @@ async def _load(dp, rate: float, seconds: float, watch) -> dict:
     return {"sent": sent, "ok": ok, "seconds": took, "achieved_rps": sent / took}
 
 
-def test_at_the_plans_load_the_hpa_keeps_the_plans_replicas(autoscaling, tmp_path):
+def _plans(model: dict, scaled: list[dict]) -> dict:
+    """{ScaledObject name: (target kind, target name, the plan's replicas of its pool)}."""
+    out = {}
+    for so in scaled:
+        ref = so["spec"]["scaleTargetRef"]
+        pool = model["prefill"] if so["metadata"]["name"] == model["names"]["prefill_scaledobject"] else model["main"]
+        out[so["metadata"]["name"]] = (ref["kind"].lower(), ref["name"], pool["planned_replicas"])
+    return out
+
+
+def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) -> dict:
+    """The plan's arrival rate through the router; every autoscaled pool of the model watched until each held its
+    plan's count for 45 s (three HPA periods) or the load ends."""
     cp, address = autoscaling["plane"], autoscaling["prometheus_address"]
-    model, objects = model_and_objects(SITE, HOST)
-    plan, rate = model["main"]["planned_replicas"], model["autoscaling"]["arrival_rate_rps"]
+    model, objects = model_and_objects(site, host)
+    rate = model["autoscaling"]["arrival_rate_rps"]
+    every = scaled_objects(model, objects)
+    plans = _plans(model, every)
     with (
-        DataPlane(cp, tmp_path / "dp", model, objects, {"both": plan}, sim_args=FAST) as dp,
-        wired(cp, dp, address, 1) as (scaled, _monitor, _prom),
+        DataPlane(cp, tmp_path / "dp", model, objects, engines, sim_args=FAST) as dp,
+        wired(cp, dp, address, 1) as (_main, _monitor, _prom),
     ):
-        ns, target = dp.namespace, scaled["spec"]["scaleTargetRef"]["name"]
-        hpa_name = f"keda-hpa-{scaled['metadata']['name']}"
-        seen: list[tuple[float, int]] = []
-        at_plan: list[float] = []
+        ns = dp.namespace
+        seen: dict[str, list] = {name: [] for name in plans}
+        since: dict[str, float | None] = dict.fromkeys(plans)
 
         def watch(t: float) -> bool:
-            replicas = get(cp, "-n", ns, "get", "deployment", target)["spec"].get("replicas") or 0
-            seen.append((round(t), replicas))
-            if replicas == plan:
-                at_plan.append(t)
-            # held at the plan's count for 45 s (three HPA periods) after reaching it: done
-            return bool(at_plan) and t - at_plan[0] >= 45 and replicas == plan
+            for name, (kind, target, plan) in plans.items():
+                replicas = get(cp, "-n", ns, "get", kind, target)["spec"].get("replicas") or 0
+                seen[name].append((round(t), replicas))
+                since[name] = (since[name] if since[name] is not None else t) if replicas == plan else None
+            return all(s is not None and t - s >= 45 for s in since.values())
 
         load = asyncio.run(_load(dp, rate, LOAD_SECONDS, watch))
-        hpa = get(cp, "-n", ns, "get", "hpa", hpa_name)
-        threshold = next(
-            t["metadata"]["threshold"] for t in scaled["spec"]["triggers"] if t["name"] == "request-arrivals"
-        )
+        hpas = {name: get(cp, "-n", ns, "get", "hpa", f"keda-hpa-{name}") for name in plans}
     metrics = {
-        m["external"]["metric"]["name"]: m["external"]["current"]
-        for m in (hpa.get("status") or {}).get("currentMetrics") or []
+        name: {
+            m["external"]["metric"]["name"]: m["external"]["current"]
+            for m in (hpa.get("status") or {}).get("currentMetrics") or []
+        }
+        for name, hpa in hpas.items()
     }
-    figures = {"plan": plan, "rate": rate, "load": load, "replicas": seen, "hpa_metrics": metrics}
+    thresholds = {
+        so["metadata"]["name"]: next(
+            t["metadata"]["threshold"] for t in so["spec"]["triggers"] if t["name"] == "request-arrivals"
+        )
+        for so in every
+    }
+    figures = {"rate": rate, "load": load, "plans": plans, "replicas": seen, "hpa_metrics": metrics}
     assert load["achieved_rps"] >= 0.9 * rate, f"the client could not send the plan's load: {figures}"
-    assert at_plan, f"the pool never reached the plan's {plan} replicas at the plan's load: {figures}"
-    above = [r for _, r in seen if r > plan]
-    assert not above, f"the pool went above the plan's {plan} replicas at the plan's load: {figures}"
-    print(
-        f"FIGURE hpa-at-plan-load: {load['achieved_rps']:.1f} req/s through the router; {target} 1 -> {plan} "
-        f"replicas in {at_plan[0]:.0f} s, never above; replicas over time {seen}; HPA metrics {metrics}; "
-        f"{load['ok']}/{load['sent']} requests answered 200; request-arrivals threshold {threshold} per replica"
-    )
+    for name, (_kind, target, plan) in plans.items():
+        reached = [t for t, r in seen[name] if r == plan]
+        assert reached, f"{target} never reached the plan's {plan} replicas at the plan's load: {figures}"
+        above = [r for _, r in seen[name] if r > plan]
+        assert not above, f"{target} went above the plan's {plan} replicas at the plan's load: {figures}"
+        print(
+            f"FIGURE hpa-at-plan-load {site} {target}: {load['achieved_rps']:.1f} req/s through the router; "
+            f"1 -> {plan} replicas at {reached[0]} s, never above; replicas over time {seen[name]}; HPA metrics "
+            f"{metrics[name]}; request-arrivals threshold {thresholds[name]} per replica; "
+            f"{load['ok']}/{load['sent']} requests answered 200"
+        )
+    return {"plans": plans, "seen": seen, "load": load}
+
+
+def test_at_the_plans_load_the_hpa_keeps_the_plans_replicas(autoscaling, tmp_path):
+    """The batch example: 40 req/s, one pool planned at 4 replicas (main before the fix: 16)."""
+    model, _ = model_and_objects("example-batch", "batch-west-1")
+    _at_plan_load(autoscaling, tmp_path, "example-batch", "batch-west-1", {"both": model["main"]["planned_replicas"]})
+
+
+def test_prefill_and_decode_follow_the_load_at_the_plans_ratio(autoscaling, tmp_path):
+    """The chat example: 120 req/s, decode planned at 3 (a LeaderWorkerSet), prefill at 2 (a Deployment). Before
+    the fix prefill had no ScaledObject and stayed where it started while decode grew."""
+    model, _ = model_and_objects("example-chat", "chat-east-1")
+    assert model["disaggregated"], "the chat example is no longer disaggregated: pick a disaggregated example"
+    engines = {"decode": model["main"]["planned_replicas"], "prefill": model["prefill"]["planned_replicas"]}
+    out = _at_plan_load(autoscaling, tmp_path, "example-chat", "chat-east-1", engines)
+    assert len(out["plans"]) == 2, f"both pools need a ScaledObject: {out['plans']}"
+    settled = {name: seen[-1][1] for name, seen in out["seen"].items()}
+    assert sorted(settled.values()) == sorted(p for _k, _t, p in out["plans"].values()), (settled, out["plans"])

@@ -342,6 +342,19 @@ def test_the_plan_states_the_warm_up_budget_with_its_reason(intents):
     assert "2 GB/s" in w["why"] and "60 s engine start" in w["why"]
     lines = "\n".join(build_summary(intents[BURST]))
     assert "warm-up 79 s" in lines and w["why"] in lines
+    # the budget starts at KEDA's decision, which comes up to a scrape and a poll (15 s each) after the queue
+    # passed the threshold (measured 15.5-30.7 s: tests/autoscaling/test_activation.py)
+    assert (w["detect_seconds"], w["first_token_seconds"]) == (30, 109)
+    assert "first token from zero within 109 s" in lines and w["detect_why"] in lines
+
+
+def test_the_first_token_from_zero_follows_the_polling_and_scrape_intervals(site_vars):
+    def slower(v):
+        v["serving_autoscaling_polling_seconds"] = 30
+        v["observability_scrape_interval"] = "1m"
+
+    (w,) = _intent(site_vars, BURST, mutate=slower)["burst"]["warmup"]
+    assert (w["detect_seconds"], w["first_token_seconds"]) == (90, 79 + 90), w
 
 
 def build_summary(intent):

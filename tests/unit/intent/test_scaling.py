@@ -116,3 +116,16 @@ def test_prefill_follows_decode_at_the_plans_ratio():
     svc = next(o for o in objs if o["kind"] == "LLMInferenceService" and o["metadata"]["name"] == m["name"])
     assert "replicas" not in svc["spec"]["prefill"]
     assert "replicas" not in svc["spec"]
+
+
+def test_a_site_that_shortens_the_cooldown_keeps_the_blueprints_queue_threshold():
+    """batch.yml sets {queue_threshold: 8, cooldown_seconds: 900}; a site giving only the cooldown got the schema's
+    default threshold (4) in place of the blueprint's 8: the mapping's keys are independent knobs."""
+    extra = {"autoscaling_trigger": {"cooldown_seconds": 30}}
+    site_dir = str(ROOT / "inventories" / "example-batch")
+    intent = next(iter(cli.site_intents(site_dir, None, extra).values()))
+    objs = list(render.render_components(intent["stages"]["serving"], intent))
+    so = _scaled(objs, intent["serving"]["models"][0]["names"]["main_workload"])
+    assert so["spec"]["cooldownPeriod"] == 30
+    held = next(t for t in so["spec"]["triggers"] if t["name"] == "epp-held-requests")
+    assert held["metadata"]["threshold"] == "8"

@@ -169,8 +169,8 @@ notes:
     batch."
   - "C(scorer_weights.queue) (float); default 2; valid: >= 0; example 3 (blueprints/batch.yml); blueprints: batch."
   - "C(scorer_weights.kv_cache) (float); default 2; valid: >= 0; example 2 (blueprints/batch.yml); blueprints: batch."
-  - "C(autoscaling_trigger) (dict); KEDA scaling of the engines on the scheduler's queue; example {queue_threshold: 8,
-    cooldown_seconds: 900} (blueprints/batch.yml); blueprints: batch."
+  - "C(autoscaling_trigger) (dict); KEDA scaling of the engines on the scheduler's queue; a site's keys go over the
+    blueprint's; example {queue_threshold: 8, cooldown_seconds: 900} (blueprints/batch.yml); blueprints: batch."
   - "C(autoscaling_trigger.queue_threshold) (float); queued requests per replica that add one; default 4; valid: > 0;
     example 8 (blueprints/batch.yml); blueprints: batch."
   - "C(autoscaling_trigger.cooldown_seconds) (int); seconds before a replica is removed; default 300; valid: >= 0;

@@ -673,7 +673,7 @@ SITE_FIELDS: dict[str, Field] = {
             ),
             "cooldown_seconds": Field("int", minimum=0, default=300, doc="seconds before a replica is removed"),
         },
-        doc="KEDA scaling of the engines on the scheduler's queue",
+        doc="KEDA scaling of the engines on the scheduler's queue; a site's keys go over the blueprint's",
     ),
     "spot_tolerations": Field(
         "list", elements=TOLERATION, default=[], doc="tolerations of the engine pods (spot or preemptible nodes)"

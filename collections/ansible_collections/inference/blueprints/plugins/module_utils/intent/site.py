@@ -141,10 +141,17 @@ def _refuse(errors: list, where: str) -> None:
         raise SchemaError(errors, where)
 
 
+# Mappings of independent knobs: a site that sets one of them keeps the blueprint's others (batch's queue
+# threshold of 8 stays when a site only shortens the cooldown). Other mappings replace the blueprint's whole.
+KEYWISE = ("autoscaling_trigger",)
+
+
 def _pick(hostvars: dict, defaults: dict, key: str):
     value = hostvars.get(key)
     if value is None:
         value = defaults.get(key)
+    elif key in KEYWISE and isinstance(value, dict) and isinstance(defaults.get(key), dict):
+        value = {**defaults[key], **value}
     return value
 
 
