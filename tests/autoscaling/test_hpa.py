@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 FAST = ["--time-to-first-token", "5ms", "--inter-token-latency", "1ms", "--max-num-seqs", "64"]
 LOAD_SECONDS = 240
+HOLD = 30  # seconds each pool must keep the plan's count: two periods of the HPA controller (15 s)
 
 
 async def _load(dp, rate: float, seconds: float, watch) -> dict:
@@ -69,7 +70,7 @@ def _plans(model: dict, scaled: list[dict]) -> dict:
 
 def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) -> dict:
     """The plan's arrival rate through the router; every autoscaled pool of the model watched until each held its
-    plan's count for 45 s (three HPA periods) or the load ends."""
+    plan's count for HOLD seconds (two HPA periods) or the load ends."""
     cp, address = autoscaling["plane"], autoscaling["prometheus_address"]
     model, objects = model_and_objects(site, host)
     rate = model["autoscaling"]["arrival_rate_rps"]
@@ -88,7 +89,7 @@ def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) ->
                 replicas = get(cp, "-n", ns, "get", kind, target)["spec"].get("replicas") or 0
                 seen[name].append((round(t), replicas))
                 since[name] = (since[name] if since[name] is not None else t) if replicas == plan else None
-            return all(s is not None and t - s >= 45 for s in since.values())
+            return all(s is not None and t - s >= HOLD for s in since.values())
 
         load = asyncio.run(_load(dp, rate, LOAD_SECONDS, watch))
         hpas = {name: get(cp, "-n", ns, "get", "hpa", f"keda-hpa-{name}") for name in plans}

@@ -699,3 +699,53 @@ def test_simulator_plays_the_other_operators(cluster):
             "gatewayclass/sim-operands",
             "--wait=false",
         )
+
+
+def test_simulator_resolves_envoy_gateway_backends_and_admits_openshift_routes(cluster):
+    """Envoy Gateway's Backend kind resolves once the Backend exists (its Backend API enabled, a documented
+    prerequisite of the front doors); an OpenShift Route is admitted by the default router (Argo CD's Route health
+    waits for it): the sovereign burst's trees (tests/gitops/test_sovereign_two_clusters.py) need both."""
+    ns = "sim-envoy"
+    gwapi = "gateway.networking.k8s.io/v1"
+    gwc = {"apiVersion": gwapi, "kind": "GatewayClass", "metadata": {"name": ns},
+           "spec": {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller"}}  # fmt: skip
+    gw = {"apiVersion": gwapi, "kind": "Gateway", "metadata": {"name": "front", "namespace": ns},
+          "spec": {"gatewayClassName": ns, "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}]}}  # fmt: skip
+    to_backend = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "to-backend", "namespace": ns},
+        "spec": {
+            "parentRefs": [{"name": "front"}],
+            "rules": [{"backendRefs": [{"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "onprem"}]}],
+        },
+    }
+    backend = {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "Backend",
+        "metadata": {"name": "onprem", "namespace": ns},
+        "spec": {"endpoints": [{"fqdn": {"hostname": "gw.example.com", "port": 80}}]},
+    }
+    route = {
+        "apiVersion": "route.openshift.io/v1",
+        "kind": "Route",
+        "metadata": {"name": "ingress", "namespace": ns},
+        "spec": {"host": "inference.apps.example.com", "to": {"kind": "Service", "name": "front"}},
+    }
+    assert cluster.kubectl("create", "namespace", ns).returncode == 0
+    try:
+        body = "\n---\n".join(json.dumps(o) for o in (gwc, gw, to_backend, route))
+        res = cluster.kubectl("apply", "-f", "-", input=body)
+        assert res.returncode == 0, res.stderr
+        reason = "--for=jsonpath={.status.parents[0].conditions[1].reason}="
+        res = cluster.kubectl("wait", "-n", ns, "httproute/to-backend", reason + "BackendNotFound", "--timeout=30s")
+        assert res.returncode == 0, res.stderr
+        assert cluster.kubectl("apply", "-f", "-", input=json.dumps(backend)).returncode == 0
+        res = cluster.kubectl("wait", "-n", ns, "httproute/to-backend", reason + "ResolvedRefs", "--timeout=30s")
+        assert res.returncode == 0, res.stderr
+        admitted = "--for=jsonpath={.status.ingress[0].conditions[0].type}=Admitted"
+        res = cluster.kubectl("wait", "-n", ns, "route/ingress", admitted, "--timeout=30s")
+        assert res.returncode == 0, res.stderr
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false")
+        cluster.kubectl("delete", "gatewayclass", ns, "--wait=false")

@@ -6,7 +6,9 @@ slow enough that requests are in flight when the fault comes.
    counted until the router stops sending any to it (first while its pod still says Ready, as until a
    kubelet notices, then with the pod gone, as once the ReplicaSet replaced it);
 2. the endpoint picker is restarted: requests sent while it is down fail (no routing decision), and the
-   seconds until it routes again are measured.
+   seconds until it routes again are measured;
+3. a GPU node is lost: its engine stops with requests in flight, its pod says Ready until the node lifecycle
+   controller notices, then Ready False (the pod object stays), then its pod is placed again on a spare GPU.
 
 Each prints its figures as a ``FIGURE`` line.
 """
@@ -23,6 +25,8 @@ from .traffic import CHAT_PATH, chat_body
 SITE = "example-rag"
 # ~2 s per request (30 tokens at 60 ms): several in flight on each engine when the fault comes
 SLOW_ENGINE = ["--time-to-first-token", "50ms", "--inter-token-latency", "60ms", "--max-num-seqs", "16"]
+# seconds a lost node's pods still say Ready (on a cluster: kube-controller-manager's node-monitor-grace-period)
+NOTICE = 10
 
 
 def _model():
@@ -97,3 +101,74 @@ def test_engine_killed_with_requests_in_flight_and_the_picker_restarted(dp_clust
             f"FIGURE picker-restart: {down[0]} requests failed while it was down; routing again "
             f"{time.monotonic() - t0:.1f} s after the stop ({back[0]} more failed while it started)"
         )
+
+
+def _not_ready(dp, pod: str) -> None:
+    """What kube-controller-manager's node lifecycle controller writes on the pods of a node that stopped
+    reporting (MarkPodsNotReady): the Ready condition False; the pod object stays."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}}
+    dp._core().patch_namespaced_pod_status(pod, dp.namespace, status)
+
+
+async def _steady(dp, model: dict, seconds: float, workers: int = 4) -> list[tuple[float, int, str | None]]:
+    """``workers`` clients each sending one request after the other for ``seconds``: (sent at, status, endpoint)."""
+    out: list[tuple[float, int, str | None]] = []
+    end = time.monotonic() + seconds
+
+    async def worker(w: int) -> None:
+        i = 0
+        async with dp.gateway() as gw:
+            while time.monotonic() < end:
+                t = time.monotonic()
+                status, endpoint = await _ask(gw, model, 1000 * w + i)
+                out.append((t, status, endpoint))
+                i += 1
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+    return out
+
+
+def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
+    """A GPU node lost: its engine stops answering at once (killed with requests in flight), its pod still says
+    Ready until the node lifecycle controller notices (node-monitor-grace-period, 50 s by default in Kubernetes
+    1.36; here NOTICE seconds), then Ready False; then the pod is placed again on a spare GPU (a new engine). The
+    router must stop sending to the lost engine once its pod is not Ready, and use the new one."""
+    model, objects = _model()
+    work = clean_workdir(tmp_path_factory.mktemp("router-node-loss"))
+    with DataPlane(dp_cluster, work, model, objects, {"both": 2}, sim_args=SLOW_ENGINE) as dp:
+        lost = dp.endpoints[0]
+
+        async def node_lost():
+            async with dp.gateway() as gw:
+                flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
+                await asyncio.sleep(0.8)
+                for p in lost.procs:
+                    p.popen.kill()
+                done = await asyncio.gather(*flight)
+            unnoticed = await _steady(dp, model, NOTICE)
+            t_not_ready = time.monotonic()
+            _not_ready(dp, lost.pod)
+            noticed = await _steady(dp, model, NOTICE)
+            dp.wait_ready_endpoints(1, 30)  # the picker's own count: the lost pod is out of its pool
+            spare = dp.scale_up("both")  # its pod placed again on a spare GPU, Ready
+            dp.wait_ready_endpoints(2, 30)
+            placed = await _steady(dp, model, 8)
+            return sum(1 for s, _ in done if s != 200), unnoticed, t_not_ready, noticed, placed, spare
+
+        in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare = asyncio.run(node_lost())
+    before = [r for r in unnoticed if r[1] != 200]
+    after = [r for r in noticed if r[1] != 200]
+    late = [round(t - t_not_ready, 2) for t, _s, _e in after]
+    served_by = {e for _t, s, e in placed if s == 200}
+    assert 0 < in_flight_failed < 12, f"{in_flight_failed} of 12: the loss should fail only what the node held"
+    assert before, "no request failed while the lost engine's pod still said Ready: the fault was not made"
+    assert all(x < 2 for x in late), f"requests still failed {late} s after the pod turned not Ready"
+    assert all(s == 200 for _t, s, _e in placed) and lost.address not in served_by, (placed, lost.address)
+    print(
+        f"FIGURE node-lost: {in_flight_failed} of 12 in-flight requests failed (those on the lost node); while its "
+        f"pod still said Ready ({NOTICE} s) {len(before)} of {len(unnoticed)} new requests failed; once not Ready "
+        f"{len(after)} of {len(noticed)} failed (the last {max(late, default=0):.2f} s after); with the pod placed "
+        f"again the picker counts 2 ready endpoints, {len(placed)} of {len(placed)} requests answered, "
+        f"{sum(1 for _t, _s, e in placed if e == spare.address)} by the new engine, none by the lost one"
+    )

@@ -24,8 +24,9 @@ DSCInitialization, DataScienceCluster ``phase: Ready`` + Ready condition
 HTTPRoute                             ``parents[]`` as the Gateway controller writes them, for
                                       each parent Gateway that is Accepted and whose
                                       GatewayClass exists (its ``controllerName``): Accepted, and
-                                      ResolvedRefs False/BackendNotFound when a Service or
-                                      InferencePool backend is missing (InvalidKind for others)
+                                      ResolvedRefs False/BackendNotFound when a Service,
+                                      InferencePool or Envoy Gateway Backend is missing
+                                      (InvalidKind for others)
 InferencePool                         ``parents[]`` for the (Accepted) Gateways of the
                                       HTTPRoutes that reference it: Accepted, and ResolvedRefs
                                       False/InvalidExtensionRef when the endpoint picker
@@ -36,6 +37,8 @@ HorizontalPodAutoscaler               AbleToScale/ScalingActive True, replicas a
                                       metrics flow; the local one does not run it)
 KedaController                        ``status.phase`` Installation Succeeded
 GatewayClass, Gateway                 Accepted (and Programmed, with listener status)
+Route (route.openshift.io)            ``status.ingress`` admitted by the ``default`` router (OpenShift's
+                                      ingress controller; Argo CD's Route health waits for it)
 Argo CD Application                   sync Synced, health Healthy
 MachineConfigPool/PinnedImageSet      pool synchronizer PinnedImageSets up to date and
                                       MachineConfigNode pinnedImageSets generations
@@ -156,6 +159,9 @@ DSC = Res("datasciencecluster.opendatahub.io", "v1", "datascienceclusters", "Dat
 INFERENCEPOOL = Res("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
 HTTPROUTE = Res("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 SERVICE = Res("", "v1", "services", "Service")
+# Envoy Gateway's own backend kind: its controller resolves it when the Backend API is enabled (a documented
+# prerequisite of the front doors, docs/sovereign-burst.md)
+BACKEND = Res("gateway.envoyproxy.io", "v1alpha1", "backends", "Backend")
 SCALEDOBJECT = Res("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
 HPA = Res("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 KEDACONTROLLER = Res("keda.sh", "v1alpha1", "kedacontrollers", "KedaController")
@@ -163,6 +169,7 @@ GATEWAYCLASS = Res("gateway.networking.k8s.io", "v1", "gatewayclasses", "Gateway
 GATEWAY = Res("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 APPLICATION = Res("argoproj.io", "v1alpha1", "applications", "Application")
 MCP = Res("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool", False)
+ROUTE = Res("route.openshift.io", "v1", "routes", "Route")
 MCN = Res("machineconfiguration.openshift.io", "v1", "machineconfignodes", "MachineConfigNode", False)
 PINNEDIMAGESET = Res("machineconfiguration.openshift.io", "v1", "pinnedimagesets", "PinnedImageSet", False)
 NO_STATUS_SUBRESOURCE = {APPLICATION}
@@ -256,12 +263,14 @@ class Simulator:
             GATEWAY: self.on_gateway,
             APPLICATION: self.on_application,
             MCP: self.on_mcp,
+            ROUTE: self.on_route,
         }
         # Changes to these re-trigger objects of other kinds: (kind, same namespace only).
         self._triggers: dict[Res, list[tuple[Res, bool]]] = {
             HTTPROUTE: [(INFERENCEPOOL, True)],
             INFERENCEPOOL: [(HTTPROUTE, True)],
             SERVICE: [(HTTPROUTE, True), (INFERENCEPOOL, True)],
+            BACKEND: [(HTTPROUTE, True)],
             GATEWAY: [(HTTPROUTE, False)],
             GATEWAYCLASS: [(GATEWAY, False), (HTTPROUTE, False)],
             PINNEDIMAGESET: [(MCP, False)],
@@ -742,6 +751,8 @@ class Simulator:
             res = SERVICE
         elif group == INFERENCEPOOL.group and kind == "InferencePool":
             res = INFERENCEPOOL
+        elif group == BACKEND.group and kind == "Backend":
+            res = BACKEND
         else:
             return "InvalidKind", f"backendRef {group}/{kind} {name} is not supported"
         if self.get(res, bns, name) is None:
@@ -884,6 +895,20 @@ class Simulator:
         st = obj.get("status") or {}
         if st.get("phase") != "Installation Succeeded":
             self.patch_status(KEDACONTROLLER, obj, {"phase": "Installation Succeeded", "reason": "KEDA is installed"})
+
+    def on_route(self, obj: dict) -> None:
+        """The default ingress controller (OpenShift's router) admits the route: status.ingress as it writes it."""
+        spec = obj.get("spec") or {}
+        have = (obj.get("status") or {}).get("ingress") or []
+        if any(i.get("routerName") == "default" and i.get("host") == spec.get("host") for i in have):
+            return
+        ingress = {
+            "host": spec.get("host", ""),
+            "routerName": "default",
+            "wildcardPolicy": spec.get("wildcardPolicy", "None"),
+            "conditions": [{"type": "Admitted", "status": "True", "lastTransitionTime": now()}],
+        }
+        self.patch_status(ROUTE, obj, {"ingress": [ingress]})
 
     def on_gatewayclass(self, obj: dict) -> None:
         want = [cond("Accepted", "True", "Accepted", observedGeneration=obj["metadata"].get("generation", 1))]
