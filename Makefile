@@ -88,8 +88,9 @@ pytest-reliability: setup controlplane
 	$(PYTEST) tests/reliability
 
 # tests/autoscaling (the KEDA operator, its metrics server and Prometheus, mk/autoscaling.mk: 24 s to build with
-# a warm Go cache) and tests/gitops (Argo CD) run with the integration converges, beside the rest, the longest
-# session: at stop 39 the rest took 55 min in CI and the integration session 43 (with tests/autoscaling).
+# a warm Go cache; about 9 minutes of tests) and tests/gitops (Argo CD: every example's tree, the sovereign burst
+# on two planes; about 12 minutes) run with the integration converges, beside the rest: at stop 39 the rest took
+# 55 min in an emulation of CI and the integration session 43 (with a third of tests/autoscaling, without gitops).
 pytest-integration: setup controlplane egctl autoscaling
 	$(PYTEST) tests/integration tests/autoscaling tests/gitops
 
