@@ -29,6 +29,7 @@ import re
 import time
 
 import pytest
+from ansible_collections.inference.blueprints.plugins.module_utils.intent import limits
 from dataplane.harness import DataPlane
 from dataplane.traffic import CHAT_PATH, chat_body
 
@@ -39,6 +40,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 SITE, HOST = "example-batch", "batch-west-1"
 HELD = 4
+GPU = "nvidia.com/gpu"
+SLACK = 10  # seconds KEDA may take beyond one scrape and one poll (its query, the scale; a loaded machine)
 TRICKLE_RPS, TRICKLE_SECONDS = 2, 15
 # the user's own cooldown, on top of the example (its 900 s / 600 s are what a batch site wants, not a test)
 COOLDOWN = {
@@ -93,7 +96,11 @@ async def _wake_and_serve(cp, dp, target: str) -> dict:
             pods = _pods(cp, ns, target) if "scaled" in marks else []
             if "placed" not in marks and any(_condition(p, "PodScheduled") for p in pods):
                 marks["placed"] = time.monotonic() - t0
-                marks["node"] = next(p["spec"].get("nodeName") for p in pods if _condition(p, "PodScheduled"))
+                pod = next(p for p in pods if _condition(p, "PodScheduled"))
+                marks["node"] = pod["spec"].get("nodeName")
+                marks["gpus_asked"] = pod["spec"]["containers"][0].get("resources", {}).get("requests", {}).get(GPU)
+                node = _get(cp, "get", "node", marks["node"])
+                marks["node_gpus"] = node["status"].get("allocatable", {}).get(GPU)
             if any(_condition(p, "Ready") for p in pods):
                 marks["ready"] = time.monotonic() - t0
             await asyncio.sleep(0.5)
@@ -142,6 +149,13 @@ def test_a_request_held_at_zero_wakes_the_pool_and_it_returns_to_zero(autoscalin
     conditions = {c["type"]: (c["status"], c.get("reason")) for c in (so.get("status") or {}).get("conditions") or []}
     assert "scaled" in marks, f"KEDA did not wake {target} for {HELD} held requests: {marks}, {conditions}"
     assert "placed" in marks, f"the woken pod of {target} was never placed by the scheduler: {marks}"
+    assert marks["gpus_asked"] and int(marks["node_gpus"] or 0) >= int(marks["gpus_asked"]), (
+        f"the woken pod asks for no GPU or was placed on a node without: {marks}"
+    )
+    # the decision comes one scrape and one poll at most after the request is held (what the plan's figure
+    # of the first token from zero adds: intent/burst.py detection)
+    detect = scaled["spec"]["pollingInterval"] + limits.duration_s(monitor["spec"]["endpoints"][0]["interval"])
+    assert marks["scaled"] <= detect + SLACK, f"KEDA decided after {marks['scaled']:.1f} s, not ~{detect:.0f}: {marks}"
     assert "ready" in marks, f"the woken pod of {target} never became Ready (kwok): {marks}"
     assert marks["answered_at_zero"] == [], marks
     assert marks["served"] == [200] * HELD, marks
@@ -158,6 +172,8 @@ def test_a_request_held_at_zero_wakes_the_pool_and_it_returns_to_zero(autoscalin
     # replica while requests still come pays a cold start for each
     # (the window empties at most one scrape and one KEDA poll, 15 s each, before its end)
     assert back >= seconds - 30 + so_spec["cooldownPeriod"], (back, window, marks)
+    # and not much later: the window, the cooldown, a scrape and a poll, and the pod's deletion
+    assert back <= seconds + so_spec["cooldownPeriod"] + 30 + 2 * SLACK, (back, window, marks)
     print(
         f"FIGURE keda-activation: {HELD} requests held at zero endpoints; KEDA scaled {target} 0 -> 1 after "
         f"{marks['scaled']:.1f} s (KEDA polls every {scaled['spec']['pollingInterval']} s, Prometheus scrapes "

@@ -1,13 +1,16 @@
-"""Replicas under the plan's load, decided by the real engines (issue 34): the batch example's pool at its
-planned arrival rate.
+"""Replicas under the plan's load, decided by the real engines (issue 34): the batch example's pool and the chat
+example's two pools at their planned arrival rates.
 
-Requests arrive through the real llm-d router at the plan's rate (the batch example: 40 req/s, open loop)
+Requests arrive through the real llm-d router at the plan's rate (open loop)
 over engines that keep up (llm-d-inference-sim, fast settings: the request-rate trigger is the one under
 test, the queues stay short). Prometheus scrapes the router as the rendered ServiceMonitor says; the KEDA
 operator reads the rendered ScaledObject unchanged and its metrics API server serves each trigger to
 kube-controller-manager's HPA controller, which sets the stand-in scale targets' replicas. The plan says 4
-replicas at 40 req/s: the pool must reach 4 and not go above it. The chat example (120 req/s) has two pools, decode
-(3) and prefill (2), each with its own ScaledObject: both must reach and keep the plan's counts, the plan's ratio.
+replicas at 40 req/s for the batch example: the pool must reach 4 and keep it, never above. The chat example
+(120 req/s) has two pools, decode (3) and prefill (2), each with its own ScaledObject: both must reach and keep the
+plan's counts, the plan's ratio, never above. That test is marked ``heavy``: its Python client sending 120 req/s
+starves the other sessions of make test on a 2-core machine (an emulation of CI at stop 40 ran 85 minutes with it
+and failed a canary benchmark on CPU), so ``make pytest-heavy`` runs it, not ``make test``.
 """
 
 from __future__ import annotations
@@ -108,11 +111,15 @@ def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) ->
     }
     figures = {"rate": rate, "load": load, "plans": plans, "replicas": seen, "hpa_metrics": metrics}
     assert load["achieved_rps"] >= 0.9 * rate, f"the client could not send the plan's load: {figures}"
+    assert load["ok"] >= 0.99 * load["sent"], f"the router answered too few requests: {figures}"
     for name, (_kind, target, plan) in plans.items():
         reached = [t for t, r in seen[name] if r == plan]
         assert reached, f"{target} never reached the plan's {plan} replicas at the plan's load: {figures}"
         above = [r for _, r in seen[name] if r > plan]
         assert not above, f"{target} went above the plan's {plan} replicas at the plan's load: {figures}"
+        # and kept it: the last HOLD seconds at the plan's count
+        held = [r for t, r in seen[name] if t >= seen[name][-1][0] - HOLD]
+        assert held and set(held) == {plan}, f"{target} did not keep the plan's {plan} replicas: {figures}"
         print(
             f"FIGURE hpa-at-plan-load {site} {target}: {load['achieved_rps']:.1f} req/s through the router; "
             f"1 -> {plan} replicas at {reached[0]} s, never above; replicas over time {seen[name]}; HPA metrics "
@@ -128,6 +135,7 @@ def test_at_the_plans_load_the_hpa_keeps_the_plans_replicas(autoscaling, tmp_pat
     _at_plan_load(autoscaling, tmp_path, "example-batch", "batch-west-1", {"both": model["main"]["planned_replicas"]})
 
 
+@pytest.mark.heavy  # 120 req/s from a Python client: make pytest-heavy, not make test (see the Makefile)
 def test_prefill_and_decode_follow_the_load_at_the_plans_ratio(autoscaling, tmp_path):
     """The chat example: 120 req/s, decode planned at 3 (a LeaderWorkerSet), prefill at 2 (a Deployment). Before
     the fix prefill had no ScaledObject and stayed where it started while decode grew."""
@@ -137,4 +145,6 @@ def test_prefill_and_decode_follow_the_load_at_the_plans_ratio(autoscaling, tmp_
     out = _at_plan_load(autoscaling, tmp_path, "example-chat", "chat-east-1", engines)
     assert len(out["plans"]) == 2, f"both pools need a ScaledObject: {out['plans']}"
     settled = {name: seen[-1][1] for name, seen in out["seen"].items()}
-    assert sorted(settled.values()) == sorted(p for _k, _t, p in out["plans"].values()), (settled, out["plans"])
+    planned = {name: plan for name, (_k, _t, plan) in out["plans"].items()}
+    assert settled == planned, (settled, planned)
+    assert planned[model["names"]["scaledobject"]] == 3 and planned[model["names"]["prefill_scaledobject"]] == 2

@@ -33,9 +33,9 @@ def _model():
     return next((m, objs) for _host, m, objs in routed_models(SITE) if not m["disaggregated"])
 
 
-async def _ask(gw, model: dict, i: int) -> tuple[int, str | None]:
+async def _ask(gw, model: dict, i: int, system: str = "fault test") -> tuple[int, str | None]:
     try:
-        reply = await gw.post(CHAT_PATH, chat_body(model["served_name"], "fault test", f"question {i}", max_tokens=30))
+        reply = await gw.post(CHAT_PATH, chat_body(model["served_name"], system, f"question {i}", max_tokens=30))
         return reply.status, reply.endpoint
     except Exception:  # noqa: BLE001 - a failed request is what is counted
         return 0, None
@@ -111,8 +111,11 @@ def _not_ready(dp, pod: str) -> None:
     dp._core().patch_namespaced_pod_status(pod, dp.namespace, status)
 
 
-async def _steady(dp, model: dict, seconds: float, workers: int = 4) -> list[tuple[float, int, str | None]]:
-    """``workers`` clients each sending one request after the other for ``seconds``: (sent at, status, endpoint)."""
+async def _steady(
+    dp, model: dict, seconds: float, workers: int = 4, fresh: bool = False
+) -> list[tuple[float, int, str | None]]:
+    """``workers`` clients each sending one request after the other for ``seconds``: (sent at, status, endpoint).
+    ``fresh``: each request starts a new conversation (a prefix no engine holds yet)."""
     out: list[tuple[float, int, str | None]] = []
     end = time.monotonic() + seconds
 
@@ -121,7 +124,8 @@ async def _steady(dp, model: dict, seconds: float, workers: int = 4) -> list[tup
         async with dp.gateway() as gw:
             while time.monotonic() < end:
                 t = time.monotonic()
-                status, endpoint = await _ask(gw, model, 1000 * w + i)
+                n = 1000 * w + i
+                status, endpoint = await _ask(gw, model, n, f"conversation {n}" if fresh else "fault test")
                 out.append((t, status, endpoint))
                 i += 1
 
@@ -153,7 +157,7 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
             dp.wait_ready_endpoints(1, 30)  # the picker's own count: the lost pod is out of its pool
             spare = dp.scale_up("both")  # its pod placed again on a spare GPU, Ready
             dp.wait_ready_endpoints(2, 30)
-            placed = await _steady(dp, model, 8)
+            placed = await _steady(dp, model, 8, fresh=True)
             return sum(1 for s, _ in done if s != 200), unnoticed, t_not_ready, noticed, placed, spare
 
         in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare = asyncio.run(node_lost())
@@ -165,10 +169,11 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
     assert before, "no request failed while the lost engine's pod still said Ready: the fault was not made"
     assert all(x < 2 for x in late), f"requests still failed {late} s after the pod turned not Ready"
     assert all(s == 200 for _t, s, _e in placed) and lost.address not in served_by, (placed, lost.address)
+    assert spare.address in served_by, f"the pod placed again took no new conversation: {placed}"
     print(
         f"FIGURE node-lost: {in_flight_failed} of 12 in-flight requests failed (those on the lost node); while its "
         f"pod still said Ready ({NOTICE} s) {len(before)} of {len(unnoticed)} new requests failed; once not Ready "
         f"{len(after)} of {len(noticed)} failed (the last {max(late, default=0):.2f} s after); with the pod placed "
-        f"again the picker counts 2 ready endpoints, {len(placed)} of {len(placed)} requests answered, "
+        f"again the picker counts 2 ready endpoints, {len(placed)} of {len(placed)} new conversations answered, "
         f"{sum(1 for _t, _s, e in placed if e == spare.address)} by the new engine, none by the lost one"
     )

@@ -3,7 +3,8 @@
 and self-heal) is tests/gitops/test_argocd_sync.py, the sovereign burst's two clusters
 tests/gitops/test_sovereign_two_clusters.py; a site of several clusters (the edge fleet) syncs its first one here:
 their trees differ only by the cluster's own values. Each plane is of the profile the site's hardware matches, with
-the site's ``pvc://`` weights staged first (tests/controlplane/artifacts.py), as its README says.
+the site's ``pvc://`` weights staged first (tests/controlplane/artifacts.py), as its README says; KServe's controller
+makes each LLMInferenceService Ready, which the tree's health check waits for.
 """
 
 from __future__ import annotations

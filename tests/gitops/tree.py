@@ -13,7 +13,7 @@ from ansible_collections.inference.blueprints.plugins.plugin_utils import gitops
 from tests.serving_helpers import INVENTORIES, LOCAL_SCHEMA_GAPS, NOT_SERVED_LOCALLY
 
 # kinds the local plane cannot hold (no CRD, or an older CRD than the target version's fields): left out of the
-# repository Argo CD reads, as tests/integration/test_gitops_clusters.py leaves them out of its applies
+# repository Argo CD reads (tests/serving_helpers.py says why for each)
 NOT_SERVED = set(NOT_SERVED_LOCALLY) | set(LOCAL_SCHEMA_GAPS)
 
 

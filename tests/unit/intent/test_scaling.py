@@ -129,3 +129,20 @@ def test_a_site_that_shortens_the_cooldown_keeps_the_blueprints_queue_threshold(
     assert so["spec"]["cooldownPeriod"] == 30
     held = next(t for t in so["spec"]["triggers"] if t["name"] == "epp-held-requests")
     assert held["metadata"]["threshold"] == "8"
+
+
+def _rendered_scaled(site: str, extra: dict) -> dict:
+    intent = next(iter(cli.site_intents(str(ROOT / "inventories" / site), None, extra).values()))
+    objs = list(render.render_components(intent["stages"]["serving"], intent))
+    return _scaled(objs, intent["serving"]["models"][0]["names"]["main_workload"])
+
+
+def test_a_key_the_site_leaves_out_comes_from_the_roles_option_and_zero_is_kept():
+    """The chat blueprint sets no autoscaling_trigger: a site giving only the cooldown got the schema's own
+    threshold (4) where a site giving nothing gets the role's serving_autoscaling_queue_threshold (8); a cooldown of
+    0 fell back to the role's 600 (``or``)."""
+    base = _rendered_scaled("example-chat", {})
+    some = _rendered_scaled("example-chat", {"autoscaling_trigger": {"cooldown_seconds": 0}})
+    thr = {t["name"]: t["metadata"]["threshold"] for t in base["spec"]["triggers"]}
+    assert {t["name"]: t["metadata"]["threshold"] for t in some["spec"]["triggers"]} == thr
+    assert some["spec"]["cooldownPeriod"] == 0 and base["spec"]["cooldownPeriod"] == 600

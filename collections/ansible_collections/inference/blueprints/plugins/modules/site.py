@@ -171,10 +171,10 @@ notes:
   - "C(scorer_weights.kv_cache) (float); default 2; valid: >= 0; example 2 (blueprints/batch.yml); blueprints: batch."
   - "C(autoscaling_trigger) (dict); KEDA scaling of the engines on the scheduler's queue; a site's keys go over the
     blueprint's; example {queue_threshold: 8, cooldown_seconds: 900} (blueprints/batch.yml); blueprints: batch."
-  - "C(autoscaling_trigger.queue_threshold) (float); queued requests per replica that add one; default 4; valid: > 0;
-    example 8 (blueprints/batch.yml); blueprints: batch."
-  - "C(autoscaling_trigger.cooldown_seconds) (int); seconds before a replica is removed; default 300; valid: >= 0;
-    example 900 (blueprints/batch.yml); blueprints: batch."
+  - "C(autoscaling_trigger.queue_threshold) (float); queued requests per replica that add one (default:
+    serving_autoscaling_queue_threshold); valid: > 0; example 8 (blueprints/batch.yml); blueprints: batch."
+  - "C(autoscaling_trigger.cooldown_seconds) (int); seconds before a replica is removed (default:
+    serving_autoscaling_cooldown_seconds); valid: >= 0; example 900 (blueprints/batch.yml); blueprints: batch."
   - "C(spot_tolerations) (list of dict); tolerations of the engine pods (spot or preemptible nodes); blueprints:
     batch."
   - "C(spot_tolerations[].key) (str); example node.kubernetes.io/lifecycle (blueprints/batch.yml); blueprints: batch."

@@ -34,7 +34,7 @@ import os
 import re
 
 from ..planner import data as catalog
-from . import burst_routes, inventory, scaling
+from . import burst_routes, inventory, limits, scaling
 from .schema import SchemaError, suggest
 from .schema import validate as schema_validate
 
@@ -448,24 +448,23 @@ def build(site: dict, intent: dict) -> dict | None:
     return out
 
 
-def _duration_seconds(text: str) -> int:
-    """A Prometheus duration of one unit ("15s", "1m") in seconds."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    unit = "ms" if text.endswith("ms") else text[-1]
-    return math.ceil(float(text[: -len(unit)]) * units[unit])
-
-
 def detection(site: dict) -> dict:
-    """The longest wait between a queue passing the activation threshold and KEDA's scale-from-zero decision:
-    Prometheus sees it at its next scrape of the router, KEDA at its next poll (measured 15.5-30.7 s with both at
-    15 s: tests/autoscaling/test_activation.py)."""
+    """The wait between a queue passing the activation threshold and KEDA's scale-from-zero decision: Prometheus
+    sees the queue at its next scrape of the router, KEDA at its next poll, then its query and the scale take
+    under a second (measured 15.5-30.7 s with both at 15 s: tests/autoscaling/test_activation.py, which checks
+    the decision against this figure). The burst cluster's ``sovereign-queue`` trigger reads the sovereign's
+    Prometheus: this reads this cluster's ``observability_scrape_interval``, which the two clusters share when it
+    is set in group_vars as the example does."""
     poll = int(site["options"]["serving_autoscaling"]["serving_autoscaling_polling_seconds"])
     interval = site["options"]["observability"]["observability_scrape_interval"]
-    scrape = _duration_seconds(str(interval))
+    try:
+        scrape = math.ceil(limits.duration_s(interval))
+    except ValueError as e:
+        raise SchemaError([("observability_scrape_interval", str(e))], site["host"]) from None
     return {
         "seconds": poll + scrape,
-        "why": f"the decision comes up to {poll + scrape} s after the queue passes the threshold: Prometheus "
-        f"scrapes the router every {interval}, KEDA polls every {poll} s",
+        "why": f"the decision comes about {poll + scrape} s at most after the queue passes the threshold: "
+        f"Prometheus scrapes the router every {interval}, KEDA polls every {poll} s",
     }
 
 
@@ -517,8 +516,7 @@ def _scale_from_zero(site, intent, opts, ns, sov) -> dict:
     auto = intent["serving"].get("autoscaling") or {}
     local = auto.get("scaled_objects") or []
     secret = f"{opts['burst_routing_metrics_secret']}-{sov['name']}"[:253]
-    trig = site.get("autoscaling_trigger") or {}
-    queue = float(trig.get("queue_threshold") or sa["serving_autoscaling_queue_threshold"])
+    queue = scaling.trigger_settings(site)["queue_threshold"]
     models = {m["name"]: m for m in intent["serving"]["models"]}
     for name in models:
         if not any(a["model"] == name for a in local):
@@ -584,7 +582,7 @@ def summary_lines(intent: dict) -> list[str]:
         )
     for w in b["warmup"]:
         out.append(
-            f"burst {w['model']}: warm-up {w['seconds']} s, first token from zero within {w['first_token_seconds']} s"
+            f"burst {w['model']}: warm-up {w['seconds']} s, first token from zero about {w['first_token_seconds']} s"
             f" | {w['why']}; {w['detect_why']}"
         )
     return out

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from . import burst_exposure, burst_pin, burst_pin_shared, front_door_tls, inventory, limits, scheduler
+from . import burst_exposure, burst_pin, burst_pin_shared, front_door_tls, inventory, limits, scaling, scheduler
 from .schema import SchemaError
 
 BACKEND_GROUP, BACKEND_KIND = burst_pin.BACKEND_GROUP, burst_pin.BACKEND_KIND
@@ -350,10 +350,7 @@ def flow_control(site: dict, plan: dict) -> dict | None:
     rate = float((plan.get("traffic") or {}).get("arrival_rate_rps") or 0.0)
     pools = plan.get("pools") or {}
     replicas = max(1, int((pools.get("decode") or pools.get("serve") or {}).get("replicas") or 1))
-    trig = site.get("autoscaling_trigger") or {}
-    activation = float(
-        trig.get("queue_threshold") or site["options"]["serving_autoscaling"]["serving_autoscaling_queue_threshold"]
-    )
+    activation = scaling.trigger_settings(site)["queue_threshold"]
     waits = {
         classes[0]["name"]: ("regulated", float(opts["burst_routing_regulated_queue_seconds"])),
         classes[-1]["name"]: ("burstable", float(opts["burst_routing_spill_queue_seconds"])),

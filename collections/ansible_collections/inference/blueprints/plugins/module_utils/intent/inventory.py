@@ -669,9 +669,16 @@ SITE_FIELDS: dict[str, Field] = {
         "dict",
         options={
             "queue_threshold": Field(
-                "float", minimum=0, exclusive_minimum=True, default=4, doc="queued requests per replica that add one"
+                "float",
+                minimum=0,
+                exclusive_minimum=True,
+                doc="queued requests per replica that add one (default: serving_autoscaling_queue_threshold)",
             ),
-            "cooldown_seconds": Field("int", minimum=0, default=300, doc="seconds before a replica is removed"),
+            "cooldown_seconds": Field(
+                "int",
+                minimum=0,
+                doc="seconds before a replica is removed (default: serving_autoscaling_cooldown_seconds)",
+            ),
         },
         doc="KEDA scaling of the engines on the scheduler's queue; a site's keys go over the blueprint's",
     ),

@@ -195,9 +195,8 @@ def metrics_reader(site: dict, models: list[dict]) -> dict | None:
 def autoscaling_common(site: dict, models: list[dict]) -> dict | None:
     """KEDA ScaledObjects per autoscaled model (intent/scaling.py), on EPP metrics that exist at zero replicas."""
     sa_opts = site["options"]["serving_autoscaling"]
-    trigger = site.get("autoscaling_trigger") or {}
-    queue_threshold = float(trigger.get("queue_threshold") or sa_opts["serving_autoscaling_queue_threshold"])
-    cooldown = int(trigger.get("cooldown_seconds") or sa_opts["serving_autoscaling_cooldown_seconds"])
+    settings = scaling.trigger_settings(site)
+    queue_threshold, cooldown = settings["queue_threshold"], settings["cooldown_seconds"]
     out = []
     for m in models:
         if not m["autoscaling"]:

@@ -28,6 +28,19 @@ AVERAGE = "AverageValue"
 VALUE = "Value"
 
 
+def trigger_settings(site: dict) -> dict:
+    """The site's queue threshold and cooldown: ``autoscaling_trigger`` (the site's keys over its blueprint's),
+    else the serving_autoscaling role's options. The one place that decides them."""
+    trig = site.get("autoscaling_trigger") or {}
+    opts = site["options"]["serving_autoscaling"]
+    queue = trig.get("queue_threshold")
+    cooldown = trig.get("cooldown_seconds")
+    return {
+        "queue_threshold": float(opts["serving_autoscaling_queue_threshold"] if queue is None else queue),
+        "cooldown_seconds": int(opts["serving_autoscaling_cooldown_seconds"] if cooldown is None else cooldown),
+    }
+
+
 def milli_up(x: float) -> float:
     """x rounded up to KEDA's milli precision (it parses a threshold into a milli-quantity)."""
     return math.ceil(round(x * 1000, 6)) / 1000
