@@ -60,6 +60,17 @@ async def _until_clean(dp, model: dict, avoid: str | None, seconds: float) -> tu
     return failed, None
 
 
+async def _killed_in_flight(dp, model: dict, victim) -> int:
+    """Send 12 requests, kill ``victim``'s engine (SIGKILL) while they are in flight; the number that failed."""
+    async with dp.gateway() as gw:
+        flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
+        await asyncio.sleep(0.8)
+        for p in victim.procs:
+            p.popen.kill()
+        done = await asyncio.gather(*flight)
+    return sum(1 for status, _ in done if status != 200)
+
+
 def test_engine_killed_with_requests_in_flight_and_the_picker_restarted(dp_cluster, tmp_path_factory):
     model, objects = _model()
     work = clean_workdir(tmp_path_factory.mktemp("router-faults"))
@@ -67,13 +78,7 @@ def test_engine_killed_with_requests_in_flight_and_the_picker_restarted(dp_clust
         victim = dp.endpoints[0]
 
         async def engine_killed():
-            async with dp.gateway() as gw:
-                flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
-                await asyncio.sleep(0.8)
-                for p in victim.procs:
-                    p.popen.kill()
-                done = await asyncio.gather(*flight)
-            in_flight_failed = sum(1 for status, _ in done if status != 200)
+            in_flight_failed = await _killed_in_flight(dp, model, victim)
             ready_pod = await _until_clean(dp, model, victim.address, 20)
             dp._core().delete_namespaced_pod(victim.pod, dp.namespace, grace_period_seconds=0)
             dp.endpoints.remove(victim)
@@ -144,12 +149,7 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
         lost = dp.endpoints[0]
 
         async def node_lost():
-            async with dp.gateway() as gw:
-                flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
-                await asyncio.sleep(0.8)
-                for p in lost.procs:
-                    p.popen.kill()
-                done = await asyncio.gather(*flight)
+            in_flight_failed = await _killed_in_flight(dp, model, lost)
             unnoticed = await _steady(dp, model, NOTICE)
             t_not_ready = time.monotonic()
             _not_ready(dp, lost.pod)
@@ -158,7 +158,7 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
             spare = dp.scale_up("both")  # its pod placed again on a spare GPU, Ready
             dp.wait_ready_endpoints(2, 30)
             placed = await _steady(dp, model, 8, fresh=True)
-            return sum(1 for s, _ in done if s != 200), unnoticed, t_not_ready, noticed, placed, spare
+            return in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare
 
         in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare = asyncio.run(node_lost())
     before = [r for r in unnoticed if r[1] != 200]

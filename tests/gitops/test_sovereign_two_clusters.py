@@ -28,7 +28,7 @@ from tests.ansible_run import run_playbook
 from tests.serving_helpers import INVENTORIES
 
 from .harness import GitServer
-from .tree import Synced, render
+from .tree import Synced, live, render
 
 pytestmark = [pytest.mark.cluster]
 
@@ -65,15 +65,11 @@ def clusters(cluster_factory, tmp_path_factory):
 
 def _deployed(s: Synced) -> dict[tuple, dict]:
     """(kind, namespace, name) -> the live object, of everything the cluster's Applications deployed."""
-    out = {}
-    for app in s.argo.applications():
-        for r in (app.get("status") or {}).get("resources") or []:
-            kind = f"{r['kind']}.{r['group']}" if r.get("group") else r["kind"]
-            args = ["get", kind, r["name"], "-o", "json"] + (["-n", r["namespace"]] if r.get("namespace") else [])
-            res = s.plane.kubectl(*args)
-            assert res.returncode == 0, res.stderr
-            out[(r["kind"], r.get("namespace"), r["name"])] = json.loads(res.stdout)
-    return out
+    return {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for app in s.argo.applications()
+        for o in live(s.plane, app)
+    }
 
 
 def _tree(git, paths: list[str], groups: dict | None = None) -> set[tuple]:

@@ -66,6 +66,18 @@ def summary(apps: list[dict]) -> list[tuple]:
     return sorted(out, key=lambda t: (int(t[0] or 0), t[1]))
 
 
+def live(plane, app: dict) -> list[dict]:
+    """The objects an Application deployed, as Argo CD lists them in its status, read from the plane."""
+    out = []
+    for r in (app.get("status") or {}).get("resources") or []:
+        kind = f"{r['kind']}.{r['group']}" if r.get("group") else r["kind"]
+        args = ["get", kind, r["name"], "-o", "json"] + (["-n", r["namespace"]] if r.get("namespace") else [])
+        res = plane.kubectl(*args)
+        assert res.returncode == 0, res.stderr
+        out.append(json.loads(res.stdout))
+    return out
+
+
 def wait_healthy(argo, names: set[str], timeout: float) -> list[dict]:
     """Every Application of ``names`` Synced and Healthy (the root's waves all applied)."""
     end = time.monotonic() + timeout
