@@ -78,7 +78,7 @@ dataplane: $(DP_ROUTER_BINS) $(DP_SIM_BIN)
 # The test sessions that collect tests/dataplane (make test runs pytest-rest) and the bench build the
 # data plane first. Not a prerequisite of controlplane: make demo and cluster-up do not need it
 # (a cold build adds ~20 minutes on 2 cores).
-pytest pytest-rest pytest-integration bench: dataplane
+pytest pytest-rest pytest-integration pytest-heavy bench: dataplane
 
 # Maintainers: rewrite both go.mod/go.sum after a version change (go mod tidy in the copies).
 dataplane-tidy:

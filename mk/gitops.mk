@@ -49,4 +49,4 @@ redis:
 gitops: $(ARGOCD_BIN) redis
 
 # The test sessions that collect tests/gitops build Argo CD first (as the data plane's).
-pytest pytest-integration: gitops
+pytest pytest-integration pytest-heavy: gitops

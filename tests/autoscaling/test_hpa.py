@@ -8,9 +8,10 @@ operator reads the rendered ScaledObject unchanged and its metrics API server se
 kube-controller-manager's HPA controller, which sets the stand-in scale targets' replicas. The plan says 4
 replicas at 40 req/s for the batch example: the pool must reach 4 and keep it, never above. The chat example
 (120 req/s) has two pools, decode (3) and prefill (2), each with its own ScaledObject: both must reach and keep the
-plan's counts, the plan's ratio, never above. That test is marked ``heavy``: its Python client sending 120 req/s
-starves the other sessions of make test on a 2-core machine (an emulation of CI at stop 40 ran 85 minutes with it
-and failed a canary benchmark on CPU), so ``make pytest-heavy`` runs it, not ``make test``.
+plan's counts, the plan's ratio, never above. Both tests are marked ``heavy`` (``make pytest-heavy`` runs them, not
+``make test``): their load through the router (a Python client, the router, the engines, Prometheus and KEDA) starves
+make test's other sessions on a 2-core machine. An emulation of CI at stop 40 with the chat test ran 85 minutes and
+failed a canary benchmark on CPU; stop 40's CI with the batch test took 70 minutes and the batch test itself failed.
 """
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) ->
     return {"plans": plans, "seen": seen, "load": load}
 
 
+@pytest.mark.heavy  # 40 req/s through the router: make pytest-heavy, not make test (see the Makefile)
 def test_at_the_plans_load_the_hpa_keeps_the_plans_replicas(autoscaling, tmp_path):
     """The batch example: 40 req/s, one pool planned at 4 replicas (main before the fix: 16)."""
     model, _ = model_and_objects("example-batch", "batch-west-1")
     _at_plan_load(autoscaling, tmp_path, "example-batch", "batch-west-1", {"both": model["main"]["planned_replicas"]})
 
 
-@pytest.mark.heavy  # 120 req/s from a Python client: make pytest-heavy, not make test (see the Makefile)
+@pytest.mark.heavy  # 120 req/s through the router: make pytest-heavy, not make test (see the Makefile)
 def test_prefill_and_decode_follow_the_load_at_the_plans_ratio(autoscaling, tmp_path):
     """The chat example: 120 req/s, decode planned at 3 (a LeaderWorkerSet), prefill at 2 (a Deployment). Before
     the fix prefill had no ScaledObject and stayed where it started while decode grew."""

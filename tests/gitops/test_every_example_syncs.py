@@ -5,6 +5,9 @@ tests/gitops/test_sovereign_two_clusters.py; a site of several clusters (the edg
 their trees differ only by the cluster's own values. Each plane is of the profile the site's hardware matches, with
 the site's ``pvc://`` weights staged first (tests/controlplane/artifacts.py), as its README says; KServe's controller
 makes each LLMInferenceService Ready, which the tree's health check waits for.
+
+Marker ``heavy`` (``make pytest-heavy``, not ``make test``): four plane starts and four Argo CDs beside make test's
+other sessions took the 2-core CI machine over its budget at stop 40 (the whole run 70 minutes, CPU-bound).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from tests.serving_helpers import EXAMPLES
 from .harness import GitServer
 from .tree import Synced, render
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.heavy]
 
 COVERED = {"example-chat", "example-sovereign-burst"}  # the two modules named above
 SITES = sorted(set(EXAMPLES) - COVERED)

@@ -214,8 +214,16 @@ def plan_or_infeasible(inp: dict) -> dict | None:
 
 
 def test_every_plan_over_the_grid_is_accepted_by_the_engine():
+    """Half the grid: in each (model, hardware, blueprint) block of 12 (traffic x policy) points every other one,
+    the other half in the next block, so every combination of the inner axes is still planned on every model and
+    hardware (the whole grid took six CPU-minutes of make test's loaded CI machine)."""
     planned = pd = offload = 0
-    for inp in grid():
+    inner = len(TRAFFIC) * len(POLICIES)
+    seen = set()
+    for i, inp in enumerate(grid()):
+        if (i + i // inner) % 2:
+            continue
+        seen.add((inp["model"], inp["gpu"], inp.get("decode_gpu"), i % inner))
         p = plan_or_infeasible(inp)
         if p is None:
             continue
@@ -227,7 +235,9 @@ def test_every_plan_over_the_grid_is_accepted_by_the_engine():
         assert upstream_problems(p, model) == [], inp
         assert offload_problems(p) == [], inp
     print(f"{planned} plans, {pd} disaggregated, {offload} with a KV tier")
-    assert planned > 1000 and pd > 50 and offload > 500, (planned, pd, offload)
+    # every (traffic, policy) point on every model and hardware, over the blueprints
+    assert len(seen) == len(MODELS) * len(HARDWARE) * inner, len(seen)
+    assert planned > 500 and pd > 25 and offload > 250, (planned, pd, offload)
 
 
 def test_every_seventh_plan_of_the_grid_is_accepted_by_vllm_024():

@@ -334,7 +334,7 @@ func run(o runOpts) error {
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--watch-cache=false", // nothing here needs it; it costs memory per resource type
-		"--profiling=false",
+		"--profiling="+strconv.FormatBool(os.Getenv("KCP_PROFILING") == "1"), // /debug/pprof, for measuring
 		"--requestheader-client-ca-file="+p.path("front-proxy-ca.crt"),
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
