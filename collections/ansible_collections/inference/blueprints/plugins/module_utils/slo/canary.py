@@ -117,14 +117,15 @@ def gates(baseline: dict, after: dict, canary: dict) -> list[dict]:
     for run in after["runs"]:
         base = base_by_pool.get(run["pool"])
         if run["runner_error"] or run["completed"] == 0 or run["error_rate"] > canary["max_error_rate"]:
-            tripped.append(
-                {
-                    "gate": "max_error_rate",
-                    "pool": run["pool"],
-                    "msg": f"{run['model']} {run['pool']}: error rate {run['error_rate']:.1%} > "
-                    f"{canary['max_error_rate']:.1%} ({run['runner_error'] or '; '.join(run['error_samples'])})",
-                }
-            )
+            why = run["runner_error"] or "; ".join(run["error_samples"])
+            if run["completed"] == 0 and not run["runner_error"]:  # not an error rate: nothing finished in time
+                msg = f"{run['model']} {run['pool']}: no request completed within the benchmark" + (
+                    f" ({why})" if why else ""
+                )
+            else:
+                rate, limit = run["error_rate"], canary["max_error_rate"]
+                msg = f"{run['model']} {run['pool']}: error rate {rate:.1%} > {limit:.1%} ({why})"
+            tripped.append({"gate": "max_error_rate", "pool": run["pool"], "msg": msg})
             continue
         for metric, pct in limits.items():
             if not base or not base.get(metric) or not run.get(metric):
