@@ -211,16 +211,20 @@ def _pool_args(obj: dict, pool: str) -> str:
     return next(e["value"] for e in main["env"] if e["name"] == "VLLM_ADDITIONAL_ARGS")
 
 
+def _canary_results(run) -> list[dict]:
+    """What the canary task returned, failed or not (results_of lists only the tasks that succeeded)."""
+    return [r[4] for r in run.results if r[2] == "inference.blueprints.canary"]
+
+
 def _failed_steps(run) -> list[dict]:
     """The canary's steps as its failed task returned them."""
-    res = next(r[4] for r in run.results if r[2] == "inference.blueprints.canary")
-    return res["models"][0]["steps"]
+    return _canary_results(run)[0]["models"][0]["steps"]
 
 
 def _figures(run) -> str:
     """What the canary measured (baseline and each step), for a failure message."""
-    res = [r[4] for r in run.results if r[2] == "inference.blueprints.canary"]
-    return json.dumps([m.get("steps") for r in res for m in r.get("models") or []], default=str)[:3000]
+    steps = [m.get("steps") for r in _canary_results(run) for m in r.get("models") or []]
+    return json.dumps(steps, default=str)[:3000]
 
 
 def test_canary_promotes_pool_by_pool_when_the_gates_hold(deployed, tmp_path):
