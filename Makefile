@@ -92,8 +92,10 @@ pytest-reliability: setup controlplane
 # the integration converges, beside the rest, their heavy tests left out (pytest-heavy). In an emulation of CI at
 # stop 41 the session took 46 min (test_activation 150 s, test_argocd_sync 142 s, test_sovereign_two_clusters
 # 353 s), the rest 54.5 min, the reliability catalogue 34 min and then molecule 20.5 min.
+# tests/faults (faults of a running site on the KServe plane) moved here from the rest at stop 42: it shares
+# this session's KServe plane (one plane start less) and evens the two sessions.
 pytest-integration: setup controlplane egctl autoscaling
-	$(PYTEST) -m "not heavy" tests/integration tests/autoscaling tests/gitops
+	$(PYTEST) -m "not heavy" tests/integration tests/faults tests/autoscaling tests/gitops
 
 # Tests whose load a 2-core machine cannot carry beside make test's sessions (marker heavy): the HPA at the plan's
 # load through the router (tests/autoscaling/test_hpa.py: the batch example's 40 req/s, the chat example's 120 req/s
@@ -105,7 +107,7 @@ pytest-heavy: setup controlplane egctl autoscaling
 
 pytest-rest: setup controlplane egctl
 	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration --ignore=tests/autoscaling \
-	  --ignore=tests/gitops
+	  --ignore=tests/gitops --ignore=tests/faults
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;
 # the exit code is non-zero when any failed. Three tiers at a time (-j3): lint, sanity and the

@@ -239,7 +239,10 @@ class DataPlane:
     rendered serving objects; ``engines``: {role: count} (roles ``both``, ``prefill``, ``decode``);
     ``config``: the scheduler config to run (default: the rendered one, unchanged); ``sim_args``:
     extra simulator flags (latencies, slots); ``v1alpha2_pool``: also create the v1alpha2 pool, as KServe
-    does when that CRD is installed.
+    does when that CRD is installed. ``adopt``: the pool and the pods are KServe's, made by its controller for a
+    converged service on a plane where kwok runs them at addresses of their nodes' loopback ``podCIDR``: the
+    harness creates no object (only a token of the rendered metrics reader) and starts an engine at each pod's
+    address; :meth:`stop` leaves KServe's objects alone.
     """
 
     def __init__(  # noqa: PLR0913, PLR0917 - the parts of one model's data plane
@@ -253,6 +256,7 @@ class DataPlane:
         sim_args: list[str] | None = None,
         first_ip: int = 10,
         v1alpha2_pool: bool = True,
+        adopt: bool = False,
     ):
         self.cluster = cluster
         self.workdir = Path(workdir)
@@ -268,6 +272,7 @@ class DataPlane:
         self.sim_args = list(sim_args or [])
         self.first_ip = first_ip
         self.v1alpha2_pool = v1alpha2_pool
+        self.adopt = adopt
         self.endpoints: list[Endpoint] = []
         self.procs: list[Proc] = []
         self.epp: Proc | None = None
@@ -312,14 +317,20 @@ class DataPlane:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._apply_objects()
-        self._start_engines()
+        if self.adopt:
+            self.token = self._reader_token(self._reader_account())
+            self._adopt_engines()
+        else:
+            self._apply_objects()
+            self._start_engines()
         self._start_epp()
 
     def stop(self) -> None:
         for p in reversed(self.procs):
             p.stop()
         self.procs.clear()
+        if self.adopt:
+            return  # the pods and the pools are KServe's
         core = self._core()
         for ep in self.endpoints:
             with contextlib.suppress(Exception):
@@ -378,10 +389,7 @@ class DataPlane:
                     sa_name = o["metadata"]["name"]
         if not sa_name:
             raise DataPlaneError(f"{self.namespace}: no rendered metrics-reader ServiceAccount")
-        tr = self._core().create_namespaced_service_account_token(
-            sa_name, self.namespace, {"spec": {"expirationSeconds": 3600}}
-        )
-        self.token = tr.status.token
+        self.token = self._reader_token(sa_name)
         pool = {
             "apiVersion": "inference.networking.k8s.io/v1",
             "kind": "InferencePool",
@@ -413,6 +421,28 @@ class DataPlane:
         for o in self.rendered("InferenceObjective"):
             if o["spec"]["poolRef"]["name"] == self.pool:
                 self._create(json.loads(json.dumps(o)))
+
+    def _reader_account(self) -> str:
+        """The rendered metrics-reader ServiceAccount: the one a rendered ClusterRoleBinding binds, in the serving
+        namespace, to a rendered ClusterRole that may get /metrics."""
+        readers = {
+            o["metadata"]["name"]
+            for o in self.rendered("ClusterRole")
+            if any("/metrics" in r.get("nonResourceURLs", []) for r in o["rules"])
+        }
+        for b in self.rendered("ClusterRoleBinding"):
+            if b["roleRef"]["name"] not in readers:
+                continue
+            for sub in b.get("subjects", []):
+                if sub["kind"] == "ServiceAccount" and sub.get("namespace") == self.namespace:
+                    return sub["name"]
+        raise DataPlaneError(f"{self.namespace}: no rendered ServiceAccount bound to read /metrics")
+
+    def _reader_token(self, sa_name: str) -> str:
+        tr = self._core().create_namespaced_service_account_token(
+            sa_name, self.namespace, {"spec": {"expirationSeconds": 3600}}
+        )
+        return tr.status.token
 
     def add_pod(self, ep: Endpoint) -> None:
         """Create the pod of an endpoint and mark it Ready at its loopback IP (what a kubelet reports)."""
@@ -454,11 +484,11 @@ class DataPlane:
             *self.sim_args,
         ]
 
-    def new_endpoint(self, role: str) -> Endpoint:
+    def new_endpoint(self, role: str, ip: str | None = None, pod: str | None = None) -> Endpoint:
         i = len(self.endpoints)
-        ip = f"127.0.0.{self.first_ip + i}"
+        ip = ip or f"127.0.0.{self.first_ip + i}"
         sim_port = free_port()
-        ep = Endpoint(i, role, ip, sim_port, sim_port, f"{self.service}-{role}-{i}")
+        ep = Endpoint(i, role, ip, sim_port, sim_port, pod or f"{self.service}-{role}-{i}")
         if role == "decode":
             ep.front_port = free_port()
         self.endpoints.append(ep)
@@ -518,6 +548,33 @@ class DataPlane:
         self._restart_forwarder()
         for ep in self.endpoints:
             self.add_pod(ep)
+
+    def _adopt_engines(self) -> None:
+        """An engine at each address kwok gave the pods KServe's pool selects (role from the pod's llm-d.ai/role
+        label, as the picker reads it; a decode pod gets the P/D sidecar in front, as KServe's decode preset)."""
+        from kubernetes.client.rest import ApiException
+
+        try:  # the pool as the controller made it (OpenShift AI's preset adds kserve.io/component to the selector)
+            spec = self._custom().get_namespaced_custom_object(
+                "inference.networking.k8s.io", "v1", self.namespace, "inferencepools", self.pool
+            )["spec"]
+        except ApiException as e:
+            raise DataPlaneError(f"InferencePool {self.namespace}/{self.pool}: {e.status} {e.reason}") from None
+        target = spec["targetPorts"][0]["number"]
+        if target != TARGET_PORT_FALLBACK:
+            raise DataPlaneError(f"KServe's pool targets port {target}; the harness serves {TARGET_PORT_FALLBACK}")
+        labels = spec["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods = self._core().list_namespaced_pod(self.namespace, label_selector=selector).items
+        live = sorted((p for p in pods if not p.metadata.deletion_timestamp), key=lambda p: p.metadata.name)
+        missing = [p.metadata.name for p in live if not p.status.pod_ip]
+        if not live or missing:
+            raise DataPlaneError(f"{self.namespace}: pods of {selector}: {len(live)}, without an IP: {missing}")
+        for p in live:
+            self.new_endpoint(p.metadata.labels.get("llm-d.ai/role", "both"), p.status.pod_ip, p.metadata.name)
+        for ep in self.endpoints:
+            self._start_endpoint(ep)
+        self._restart_forwarder()
 
     def scale_up(self, role: str = "both") -> Endpoint:
         """Add one engine and its pod (what a scale-up from KEDA ends in)."""

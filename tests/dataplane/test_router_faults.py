@@ -20,7 +20,8 @@ import time
 
 from .conftest import routed_models
 from .harness import DataPlane, clean_workdir
-from .traffic import CHAT_PATH, chat_body
+from .traffic import ask as _ask
+from .traffic import steady as _steady
 
 SITE = "example-rag"
 # ~2 s per request (30 tokens at 60 ms): several in flight on each engine when the fault comes
@@ -31,14 +32,6 @@ NOTICE = 10
 
 def _model():
     return next((m, objs) for _host, m, objs in routed_models(SITE) if not m["disaggregated"])
-
-
-async def _ask(gw, model: dict, i: int, system: str = "fault test") -> tuple[int, str | None]:
-    try:
-        reply = await gw.post(CHAT_PATH, chat_body(model["served_name"], system, f"question {i}", max_tokens=30))
-        return reply.status, reply.endpoint
-    except Exception:  # noqa: BLE001 - a failed request is what is counted
-        return 0, None
 
 
 async def _until_clean(dp, model: dict, avoid: str | None, seconds: float) -> tuple[int, float | None]:
@@ -116,28 +109,6 @@ def _not_ready(dp, pod: str) -> None:
     dp._core().patch_namespaced_pod_status(pod, dp.namespace, status)
 
 
-async def _steady(
-    dp, model: dict, seconds: float, workers: int = 4, fresh: bool = False
-) -> list[tuple[float, int, str | None]]:
-    """``workers`` clients each sending one request after the other for ``seconds``: (sent at, status, endpoint).
-    ``fresh``: each request starts a new conversation (a prefix no engine holds yet)."""
-    out: list[tuple[float, int, str | None]] = []
-    end = time.monotonic() + seconds
-
-    async def worker(w: int) -> None:
-        i = 0
-        async with dp.gateway() as gw:
-            while time.monotonic() < end:
-                t = time.monotonic()
-                n = 1000 * w + i
-                status, endpoint = await _ask(gw, model, n, f"conversation {n}" if fresh else "fault test")
-                out.append((t, status, endpoint))
-                i += 1
-
-    await asyncio.gather(*(worker(w) for w in range(workers)))
-    return out
-
-
 def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
     """A GPU node lost: its engine stops answering at once (killed with requests in flight), its pod still says
     Ready until the node lifecycle controller notices (node-monitor-grace-period, 50 s by default in Kubernetes
@@ -150,14 +121,14 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
 
         async def node_lost():
             in_flight_failed = await _killed_in_flight(dp, model, lost)
-            unnoticed = await _steady(dp, model, NOTICE)
+            unnoticed = await _steady(dp, NOTICE)
             t_not_ready = time.monotonic()
             _not_ready(dp, lost.pod)
-            noticed = await _steady(dp, model, NOTICE)
+            noticed = await _steady(dp, NOTICE)
             dp.wait_ready_endpoints(1, 30)  # the picker's own count: the lost pod is out of its pool
             spare = dp.scale_up("both")  # its pod placed again on a spare GPU, Ready
             dp.wait_ready_endpoints(2, 30)
-            placed = await _steady(dp, model, 8, fresh=True)
+            placed = await _steady(dp, 8, fresh=True)
             return in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare
 
         in_flight_failed, unnoticed, t_not_ready, noticed, placed, spare = asyncio.run(node_lost())

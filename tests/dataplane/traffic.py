@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
+import time
 from collections import Counter, defaultdict
 
 CHAT_PATH = "/v1/chat/completions"
@@ -61,3 +63,38 @@ async def prefix_affinity(dp, groups: int = 8, turns: int = 6, objective: str | 
         "statuses": dict(statuses),
         "endpoints_used": len({e for es in landed.values() for e in es} | set(holder.values())),
     }
+
+
+async def ask(gw, model: dict, i: int, system: str = "fault test") -> tuple[int, str | None]:
+    """One chat request of 30 tokens: (status, the endpoint the picker chose); status 0 when it failed outright."""
+    try:
+        reply = await gw.post(CHAT_PATH, chat_body(model["served_name"], system, f"question {i}", max_tokens=30))
+        return reply.status, reply.endpoint
+    except Exception:  # noqa: BLE001 - a failed request is what is counted
+        return 0, None
+
+
+async def steady(
+    dp, seconds: float, *, workers: int = 4, fresh: bool = False, stop: threading.Event | None = None
+) -> list[tuple[float, int, str | None]]:
+    """``workers`` clients of ``dp``'s model, each sending one request after the other for ``seconds`` (or until
+    ``stop`` is set): (sent at, status, endpoint). ``fresh``: each request starts a new conversation (a prefix no
+    engine holds yet)."""
+    out: list[tuple[float, int, str | None]] = []
+    end = time.monotonic() + seconds
+
+    def going() -> bool:
+        return time.monotonic() < end and not (stop and stop.is_set())
+
+    async def worker(w: int) -> None:
+        i = 0
+        async with dp.gateway() as gw:
+            while going():
+                t = time.monotonic()
+                n = 1000 * w + i
+                status, endpoint = await ask(gw, dp.model, n, f"conversation {n}" if fresh else "fault test")
+                out.append((t, status, endpoint))
+                i += 1
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+    return out

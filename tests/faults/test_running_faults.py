@@ -6,8 +6,11 @@ The example chat site's serving stage is converged (``serving.yml``, as a user r
 its own; its ``qwen-chat`` service (P/D: a prefill Deployment, a decode LeaderWorkerSet, the endpoint picker)
 runs until every workload pod has an IP and the service is Ready; then
 
-1. KServe's controller is killed (SIGKILL, a crash) and started again: nothing it made is recreated (same
-   UIDs), no pod is restarted, the service stays Ready, and once it resynced nothing moves (no loop);
+1. KServe's controller is killed (SIGKILL, a crash) and started again while requests flow through the real llm-d
+   router over the pods it made (an llm-d-inference-sim engine at each pod's address): nothing it made is
+   recreated (same UIDs), no pod is restarted, the service stays Ready, no request fails, and once it resynced
+   nothing moves (no loop); then the API server is down for seconds under the same traffic: the picker keeps
+   routing from the pods it has listed, no request fails;
 2. the GPU node the service's pods run on is lost: first NotReady (its agent reports it so and stops), and the
    node lifecycle controller marks its pods not Ready and taints it; then its Node is deleted (the machine is
    gone for good): the pod garbage collector deletes its pods, the Deployment and the LeaderWorkerSet make new
@@ -28,12 +31,18 @@ After each fault and its recovery the converge is run again and changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from controlplane import kserve_controller, kwok_agent
 from controlplane.cluster import DEFAULT_PROFILE
+from dataplane.conftest import routed_models
+from dataplane.harness import DataPlane, clean_workdir
+from dataplane.traffic import steady
 
 from tests import quiet
 from tests.ansible_run import run_playbook
@@ -44,6 +53,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 NAME = "qwen-chat"
 SELECTOR = f"app.kubernetes.io/name={NAME},app.kubernetes.io/part-of=llminferenceservice"
+# engines of ~0.6 s a request (30 tokens): requests are in flight whenever the controller dies
+ENGINE = ["--time-to-first-token", "50ms", "--inter-token-latency", "20ms"]
+LEAD = 3.0  # seconds of traffic before a fault and after its recovery
+API_DOWN = 15.0  # seconds the API server is down under traffic
 
 
 @pytest.fixture(scope="module")
@@ -131,27 +144,100 @@ def _uids(snapshot: dict) -> dict[str, str]:
     return {k: o["metadata"]["uid"] for k, o in snapshot.items()}
 
 
-def test_kserve_controller_crash_recreates_nothing_and_resyncs_quietly(kserve, served, tmp_path):
-    cp, ns = kserve, served
-    kubectl = [str(cp.binary), "kubectl", f"--kubeconfig={cp.kubeconfig}"]
-    before = quiet.snapshot(kubectl, [ns], None)
-    pods = {p["metadata"]["uid"] for p in _pods(cp, ns)}
+def _router_over(cp, ns: str, workdir):
+    """The real llm-d router over KServe's own pool and pods of the served service: an llm-d-inference-sim
+    engine at each pod's address (kwok gave it one of its node's loopback podCIDR), the P/D sidecar in front of
+    each decode pod, the endpoint picker started as KServe's scheduler preset starts it with the site's rendered
+    scheduler config (tests/dataplane/harness.py, ``adopt``)."""
+    model, objects = next(
+        (m, objs)
+        for _host, m, objs in routed_models("example-chat", {"serving_namespace": ns})
+        if m["names"]["service"] == NAME
+    )
+    return DataPlane(cp, clean_workdir(workdir), model, objects, {}, sim_args=ENGINE, adopt=True)
+
+
+def _restart_kserve(cp) -> float:
+    """SIGKILL KServe's controller (a crash), start it again as the plane does; seconds until it is ready."""
     t0 = time.monotonic()
     cp.kserve.proc.kill()
     cp.kserve.proc.wait()
     cp.kserve.t0 = time.monotonic()
     cp.kserve.launch()
     cp.kserve.ready()
-    back = time.monotonic() - t0
-    assert _ready(cp, ns), "the service lost Ready over a controller restart"
-    after = quiet.snapshot(kubectl, [ns], None)
-    recreated = [k for k, uid in _uids(before).items() if _uids(after).get(k) not in (None, uid)]
-    assert not recreated, f"recreated by the restarted controller: {recreated}"
-    assert {p["metadata"]["uid"] for p in _pods(cp, ns)} == pods, "a pod was replaced"
-    noisy = quiet.check(kubectl, [ns], None, 10)
-    assert not noisy, "not quiet after the restart:\n" + "\n".join(noisy)
+    return time.monotonic() - t0
+
+
+def _restart_apiserver(cp) -> float:
+    """The kube-apiserver down for API_DOWN seconds (kcp kills it), then started again; seconds until it answers."""
+    cp.stop_apiserver()
+    time.sleep(API_DOWN)
+    return cp.start_apiserver()
+
+
+def _under_traffic(dp, fault) -> tuple[list, float, float]:
+    """Three clients send through the router from LEAD seconds before ``fault(dp.cluster)`` until LEAD seconds after
+    it returned: (replies, when the fault began, what ``fault`` returned)."""
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(asyncio.run, steady(dp, 600, workers=3, stop=stop))
+        time.sleep(LEAD)
+        t_fault = time.monotonic()
+        try:
+            result = fault(dp.cluster)
+            time.sleep(LEAD)
+        finally:
+            stop.set()
+        replies = sent.result()
+    during = [r for r in replies if r[0] >= t_fault]
+    assert len(during) >= 3 and len(replies) - len(during) >= 3, f"too little traffic to measure: {len(replies)}"
+    return replies, t_fault, result
+
+
+def _failed(replies: list, t_fault: float) -> list:
+    """(seconds after the fault began, status) of each request that failed."""
+    return [(round(t - t_fault, 2), status) for t, status, _e in replies if status != 200]
+
+
+def test_control_plane_restarts_under_traffic_through_the_router(kserve, served, tmp_path):
+    """KServe's controller crashes and restarts, then the API server does, while requests flow through the real
+    router over the pods KServe made: nothing it made is recreated, no pod is replaced, the service stays Ready,
+    no request fails, and once the controller resynced nothing moves."""
+    cp, ns = kserve, served
+    kubectl = [str(cp.binary), "kubectl", f"--kubeconfig={cp.kubeconfig}"]
+    before = quiet.snapshot(kubectl, [ns], None)
+    pods = {p["metadata"]["uid"] for p in _pods(cp, ns)}
+    with _router_over(cp, ns, tmp_path / "router") as dp:
+        replies, t_kill, back = _under_traffic(dp, _restart_kserve)
+        failed = _failed(replies, t_kill)
+        assert not failed, (
+            f"requests failed through the router over KServe's restart (s after the kill, status): {failed}"
+        )
+        assert dp.pool_gauge("llm_d_epp_ready_endpoints") == len(dp.endpoints), "the picker lost endpoints"
+        assert _ready(cp, ns), "the service lost Ready over a controller restart"
+        after = quiet.snapshot(kubectl, [ns], None)
+        recreated = [k for k, uid in _uids(before).items() if _uids(after).get(k) not in (None, uid)]
+        assert not recreated, f"recreated by the restarted controller: {recreated}"
+        assert {p["metadata"]["uid"] for p in _pods(cp, ns)} == pods, "a pod was replaced"
+        noisy = quiet.check(kubectl, [ns], None, 10)
+        assert not noisy, "not quiet after the restart:\n" + "\n".join(noisy)
+        roles = ", ".join(sorted(ep.role for ep in dp.endpoints))
+        print(
+            f"FIGURE kserve-restart: controller back in {back:.1f} s; 0 objects recreated, 0 pods replaced; through "
+            f"the router over its {len(dp.endpoints)} pods ({roles}): 0 of {len(replies)} requests failed, "
+            f"{sum(1 for r in replies if r[0] >= t_kill)} of them sent from the kill to {LEAD:.0f} s after it was back"
+        )
+        # the API server goes away under the same traffic: the picker routes from the pods it has listed
+        replies, t_down, answered = _under_traffic(dp, _restart_apiserver)
+        failed = _failed(replies, t_down)
+        assert dp.epp.popen.poll() is None, f"the picker exited while the API server was down:\n{dp.epp.tail()}"
+        assert not failed, f"requests failed through the router over the API server's restart: {failed}"
+        print(
+            f"FIGURE apiserver-restart-router: the API server down {API_DOWN:.0f} s, answering {answered:.1f} s after "
+            f"its start; 0 of {len(replies)} requests through the router failed"
+        )
+    _until_served(cp, ns, 120, f"{NAME} Ready with every pod placed after the API server's restart")
     _rerun_changes_nothing(cp, ns, tmp_path)
-    print(f"FIGURE kserve-restart: controller back in {back:.1f} s; 0 objects recreated, 0 pods replaced")
 
 
 def _restore(cp, saved: dict) -> None:
