@@ -35,6 +35,11 @@ SCC_MANIFESTS := $(SCC_UPSTREAM)/scc-manifests
 # the manifests' archive, kept beside the Go caches (outside the repo): a fresh clone on a machine without the mirror
 # and without GitHub reads it from there
 SCC_HOME_COPY := $(HOME)/.cache/inference-blueprints/scc-manifests-$(SCC_OPERATOR_COMMIT).tar
+SCC_NO_MANIFESTS = scc: OpenShift's default SCCs (bindata/bootkube/scc-manifests of \
+  github.com/openshift/cluster-kube-apiserver-operator at $(SCC_OPERATOR_COMMIT)) could not be read: no git directory at \
+  SCC_OPERATOR_GIT=$(SCC_OPERATOR_GIT) holds that commit, there is no copy at $(SCC_HOME_COPY), and GitHub did not \
+  answer. Point SCC_OPERATOR_GIT at a clone or mirror of that repository that holds the commit, or put a tar archive \
+  of that directory at $(SCC_HOME_COPY).
 # OpenShift AI's SCC for LLMInferenceService workloads and its ClusterRole, as OpenShift AI 3.5 installs them
 SCC_RHOAI      := kserve-rhoai-3.5
 SCC_RHOAI_FILE := config/overlays/odh/rbac/llmisvc/llm-svc-scc.yaml
@@ -72,6 +77,7 @@ $(SCC_MANIFESTS)/.commit: $(ROOT)/mk/scc.mk
 	elif [ -f "$(SCC_HOME_COPY)" ]; then cat "$(SCC_HOME_COPY)"; \
 	else d=$$(mktemp -d) && git -C $$d init -q && git -C $$d fetch -q --depth=1 "$(SCC_OPERATOR_GIT)" $(SCC_OPERATOR_COMMIT) \
 	  && git -C $$d archive FETCH_HEAD bindata/bootkube/scc-manifests; rm -rf $$d; fi > $(SCC_MANIFESTS).tmp.tar
+	@[ -s $(SCC_MANIFESTS).tmp.tar ] || { echo "$(SCC_NO_MANIFESTS)" >&2; rm -f $(SCC_MANIFESTS).tmp.tar; exit 1; }
 	tar -x -f $(SCC_MANIFESTS).tmp.tar -C $(SCC_MANIFESTS).tmp --strip-components=3 --wildcards '*.yaml'
 	@ls $(SCC_MANIFESTS).tmp/*scc-restricted-v2.yaml >/dev/null
 	mv $(SCC_MANIFESTS).tmp.tar $(SCC_HOME_COPY)
