@@ -30,9 +30,12 @@ import glob
 import importlib.util
 import json
 import logging
+import math
 import os
 import sys
 import time
+
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "collections")]
@@ -61,14 +64,31 @@ MODELS = {
     "Qwen3-32B": ("Qwen/Qwen3-32B-FP8", "bundled (official block FP8)"),
     "Llama-3.1-8B": ("meta-llama/Meta-Llama-3.1-8B", "bundled (BF16)"),
 }
+VLLM_BATCHED_TOKENS = 8192  # vLLM's max_num_batched_tokens when the policy sets none (the planner's default too)
 SWEEP = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
+def blueprint_policy(name: str) -> dict:
+    """A blueprint's policy as blueprints/<name>.yml states it (the caller merges it, as the site role and the CLI
+    do: the planner knows no blueprint by name)."""
+    with open(os.path.join(ROOT, "blueprints", f"{name}.yml"), encoding="utf-8") as fh:
+        return dict(yaml.safe_load(fh)["policy"])
+
+
 def point(pid: str, model: str, hw: tuple, traffic: tuple, slo: tuple, **kw) -> dict:
-    """One grid point. ``model`` is a catalog id or, with ``arch=True``, an architectures/<model>.yaml file."""
+    """One grid point. ``model`` is a catalog id or, with ``arch=True``, an architectures/<model>.yaml file;
+    ``blueprint`` (default chat) names a blueprint whose policy file is merged under the oracle's own keys
+    (speculative off, no KV tier: aiconfigurator models neither) and ``policy`` entries over it."""
     (gpu, gpn, nodes), (isl, osl, rate), (ttft, tpot) = hw, traffic, slo
     precision = kw.pop("precision", "fp8")
     aic = kw.pop("aic", None) or MODELS[model]
+    bp = kw.pop("blueprint", "chat")
+    policy = {} if bp == "chat" else blueprint_policy(bp)
+    for unmodelled in ("shared_kv_cache", "kv_offload_gib"):  # the KV tier is left off below
+        policy.pop(unmodelled, None)
+    disagg = kw.pop("disaggregation", None) or policy.get("disaggregation", "auto")
+    policy.update(speculative="off", kv_offload="none", disaggregation=disagg)
+    policy.update(kw.pop("policy", {}))
     inp = {
         "gpu": gpu,
         "gpus_per_node": gpn,
@@ -76,7 +96,7 @@ def point(pid: str, model: str, hw: tuple, traffic: tuple, slo: tuple, **kw) -> 
         "weights": precision,
         "kv_cache_dtype": "bfloat16" if precision == "bf16" else "fp8",
         "max_model_len": kw.pop("max_model_len", 32768),
-        "blueprint": "chat",
+        "blueprint": bp,
         "traffic": {
             "prompt_tokens_mean": isl,
             "prompt_tokens_p95": isl,
@@ -85,14 +105,18 @@ def point(pid: str, model: str, hw: tuple, traffic: tuple, slo: tuple, **kw) -> 
             "arrival_rate_rps": rate,
         },
         "slo": {"ttft_p95_ms": ttft, "tpot_p95_ms": tpot},
-        "policy": {"speculative": "off", "kv_offload": "none", "disaggregation": kw.pop("disaggregation", "auto")},
+        "policy": policy,
     }
     if kw.pop("arch", False):
         inp["architecture_file"] = f"architectures/{model}.yaml"
     else:
         inp["model"] = model
+    replay = kw.pop("replay", None)
     assert not kw, kw
-    return {"id": pid, "model": model, "aic": aic, "why": "", "planner_inputs": inp}
+    out = {"id": pid, "model": model, "aic": aic, "why": "", "planner_inputs": inp}
+    if replay:
+        out["replay_layout"] = replay
+    return out
 
 
 def why(p: dict, text: str) -> dict:
@@ -161,6 +185,54 @@ GRID = [
     # issue 27: dense models outside the catalog
     point("32b-h100-chat", "Qwen3-32B", ("h100", 8, 1), (1500, 500, 6), (1000, 35), arch=True),
     point("8b-l40s-bf16", "Llama-3.1-8B", ("l40s", 4, 1), (1000, 200, 8), (1000, 30), arch=True, precision="bf16"),
+    # issue 36: large MoE on 8 and 16 GPUs of two kinds, long-context RAG below 1 req/s, MoE across two nodes, a
+    # small-batch edge MoE, a batch blueprint with its max_num_seqs cap (blueprints/<name>.yml's policy merged)
+    point("235b-h200-mid", "Qwen3-235B-A22B", ("h200", 8, 1), (2000, 400, 4), (2000, 40), arch=True),
+    point("235b-h100-mid", "Qwen3-235B-A22B", ("h100", 8, 1), (2000, 400, 2), (2000, 50), arch=True),
+    point("235b-h100x16-mid", "Qwen3-235B-A22B", ("h100", 8, 2), (2000, 400, 6), (2000, 50), arch=True),
+    point("dsv3-h100x16-chat", "DeepSeek-V3", ("h100", 8, 2), (1000, 200, 2), (2000, 60)),
+    point(
+        "70b-h200x16-rag",
+        "Llama-3.3-70B-Instruct",
+        ("h200", 8, 2),
+        (64000, 300, 0.3),
+        (8000, 30),
+        blueprint="rag",
+        max_model_len=65536,
+        policy={"router": "least_loaded"},  # llm-d's picker (the blueprint's inference_scheduler)
+        replay={"tp": 4, "pp": 1, "dp": 1, "ep": 1},  # aiconfigurator's best layout, replayed in test_oracle.py
+    ),  # fmt: skip
+    point("30b-h100-rag", "Qwen3-30B-A3B", ("h100", 8, 1), (30000, 300, 0.5), (5000, 30), blueprint="rag"),
+    point(
+        "30b-l40s-edge",
+        "Qwen3-30B-A3B",
+        ("l40s", 1, 1),
+        (1000, 300, 0.5),
+        (1500, 60),
+        blueprint="edge_sno",
+        policy={"expert_routing_skew": "auto"},  # item 4: aiconfigurator's measured power law, not uniform routing
+    ),  # fmt: skip
+    point("35b-h200-batch-cap", "Qwen3.5-35B-A3B", ("h200", 8, 1), (2000, 300, 40), (60000, 200), blueprint="batch"),
+    # issue 36: more of the same shapes (large MoE on 16 H200 and with long prompts, MLA on one node, RAG on dense,
+    # hybrid and MoE models, batch caps on dense and MoE models, edge MoE on one H100)
+    point("235b-h200x16-mid", "Qwen3-235B-A22B", ("h200", 8, 2), (2000, 400, 10), (2000, 40), arch=True),
+    point("397b-h200-mid", "Qwen3.5-397B-A17B", ("h200", 8, 1), (2000, 400, 3), (2000, 50)),
+    point("dsv3-h200-mid", "DeepSeek-V3", ("h200", 8, 1), (2000, 400, 3), (3000, 60)),
+    point("70b-h100-rag", "Llama-3.3-70B-Instruct", ("h100", 8, 1), (16000, 300, 0.5), (4000, 40), blueprint="rag"),
+    point("27b-h200-rag", "Qwen3.6-27B", ("h200", 8, 1), (30000, 300, 0.5), (5000, 40), blueprint="rag"),
+    point("35b-h100-rag", "Qwen3.5-35B-A3B", ("h100", 8, 1), (30000, 300, 0.5), (5000, 30), blueprint="rag"),
+    point("32b-h200-chat", "Qwen3-32B", ("h200", 8, 1), (1500, 500, 6), (1000, 35), arch=True),
+    point("30b-h200-batch-cap", "Qwen3-30B-A3B", ("h200", 8, 1), (2000, 300, 40), (60000, 200), blueprint="batch"),
+    point("27b-h100-batch-cap", "Qwen3.6-27B", ("h100", 8, 1), (2000, 300, 20), (60000, 200), blueprint="batch"),
+    point(
+        "30b-h100-edge",
+        "Qwen3-30B-A3B",
+        ("h100", 1, 1),
+        (1000, 300, 1),
+        (1500, 60),
+        blueprint="edge_sno",
+        policy={"expert_routing_skew": "auto"},
+    ),  # fmt: skip
 ]
 
 
@@ -210,7 +282,24 @@ def _cmd(target: dict, mode: str, lay: dict, batch: int) -> str:
     if target["moe"]:
         a.append(f"--attention-dp-size {lay['dp']} --moe-tp-size {moe_tp} --moe-ep-size {moe_ep}")
     a.append(f"--kvcache-quant-mode {target['kv']} --estimate-mode {mode}")
+    ctx = agg_ctx_tokens(target, mode, batch)
+    if ctx:
+        a.append(f"--ctx-tokens {ctx}")
     return " ".join(a)
+
+
+def agg_ctx_tokens(target: dict, mode: str, batch: int) -> int | None:
+    """aiconfigurator's prefill tokens a mixed step (`--ctx-tokens`, agg only), when its default (one prompt a step,
+    ctx_tokens = ISL) would not keep ``batch`` sequences decoding: its run_agg decodes ``batch`` x OSL / (ISL x batch
+    / ctx_tokens) sequences a mix step when the prompts take more mix steps than the output has tokens, so at
+    batch 512 with ISL 2000 and OSL 300 its figure is of 300 decoding sequences. vLLM at max_num_seqs ``batch``
+    prefills the prompts of the sequences that finish a step (``batch`` / OSL of them) in the same step, up to its
+    token budget (policy max_num_batched_tokens, vLLM's 8192 by default): that many prompt tokens, when it is more
+    than one prompt and fits the budget. None: aiconfigurator's default."""
+    if mode != "agg":
+        return None
+    ctx = min(target["ctx"] or VLLM_BATCHED_TOKENS, math.ceil(batch * target["isl"] / target["osl"]))
+    return ctx if ctx > target["isl"] else None
 
 
 def estimate(target: dict, mode: str, lay: dict, batch: int) -> dict:
@@ -225,6 +314,9 @@ def estimate(target: dict, mode: str, lay: dict, batch: int) -> dict:
     aic_batch = max(1, round(batch / lay["pp"]))
     rec = {"mode": mode, "layout": lay, "batch": batch, "aic_batch": aic_batch}
     rec["command"] = _cmd(target, mode, lay, aic_batch)
+    ctx = agg_ctx_tokens(target, mode, aic_batch)
+    if ctx:
+        rec["ctx_tokens"] = ctx
     try:
         r = cli_estimate(
             target["mp"],
@@ -241,6 +333,7 @@ def estimate(target: dict, mode: str, lay: dict, batch: int) -> dict:
             moe_tp_size=moe_tp,
             moe_ep_size=moe_ep,
             kvcache_quant_mode=target["kv"],
+            ctx_tokens=ctx,
         )
         rec["ttft_ms"] = round(float(r.ttft), 3) if r.ttft else None
         rec["tpot_ms"] = round(float(r.tpot), 3) if r.tpot else None
@@ -343,9 +436,21 @@ def jobs_for(p: dict) -> list[tuple[str, dict, int]]:
     return out
 
 
-def _cache_key(mode: str, target: tuple, lay: dict, batch: int) -> tuple:
-    """An estimate's identity: mode, (model path, system, ISL, OSL), layout, batch."""
-    return (mode, *target, json.dumps(lay, sort_keys=True), batch)
+REPLAY_BATCHES = (1, 2, 4, 8, 16)
+
+
+def replay_jobs(pt: dict) -> list[tuple[str, dict, int]]:
+    """aiconfigurator's static estimates of a layout its best runs (``replay``: a prompt's prefill, decode steps over
+    a few batches), for test_oracle.py's Poisson replay of its best with its own kernel times."""
+    lay = pt.get("replay_layout")
+    if not lay:
+        return []
+    return [("static_ctx", lay, 1)] + [("static_gen", lay, b) for b in REPLAY_BATCHES]
+
+
+def _cache_key(mode: str, target: tuple, lay: dict, batch: int, ctx: int | None) -> tuple:
+    """An estimate's identity: mode, (model path, system, ISL, OSL), layout, batch, agg's ctx_tokens when set."""
+    return (mode, *target, json.dumps(lay, sort_keys=True), batch, ctx)
 
 
 def _load() -> dict:
@@ -365,7 +470,7 @@ def _old_cache(data: dict) -> dict:
             if "aic_batch" not in e:  # before issue 27: a PP layout was queried at the engine's batch
                 continue
             target = (mp, old["aiconfigurator_model"]["system"], t["prompt_tokens_mean"], t["output_tokens_mean"])
-            key = _cache_key(e["mode"], target, e["layout"], e["batch"])
+            key = _cache_key(e["mode"], target, e["layout"], e["batch"], e.get("ctx_tokens"))
             cache[key] = e
     return cache
 
@@ -382,10 +487,15 @@ def run_point(pt: dict, cache: dict, old_best: dict | None) -> dict:
     isl, osl = t["prompt_tokens_mean"], t["output_tokens_mean"]
     kv = "fp8" if inp["kv_cache_dtype"] == "fp8" else "bfloat16"
     slo = (inp["slo"]["ttft_p95_ms"], inp["slo"]["tpot_p95_ms"])
-    target = {"mp": mp, "system": system, "isl": isl, "osl": osl, "moe": moe, "kv": kv}
-    ests = []
-    for mode, lay, b in jobs_for(p):
-        key = _cache_key(mode, (mp, system, isl, osl), lay, b)
+    ctx = inp["policy"].get("max_num_batched_tokens")
+    target = {"mp": mp, "system": system, "isl": isl, "osl": osl, "moe": moe, "kv": kv, "ctx": ctx}
+    ests, seen = [], set()
+    for mode, lay, b in jobs_for(p) + replay_jobs(pt):
+        ctx = agg_ctx_tokens(target, mode, max(1, round(b / lay["pp"])))
+        key = _cache_key(mode, (mp, system, isl, osl), lay, b, ctx)
+        if key in seen:
+            continue
+        seen.add(key)
         if key not in cache:
             cache[key] = estimate(target, mode, lay, b)
             e = cache[key]
@@ -414,6 +524,8 @@ def run_point(pt: dict, cache: dict, old_best: dict | None) -> dict:
         "estimates": ests,
         "best": slo_checked(old_best, slo) if old_best else best(target, t["arrival_rate_rps"], slo),
     }
+    if pt.get("replay_layout"):
+        rec["replay_layout"] = pt["replay_layout"]
     print(f"{pt['id']}: aiconfigurator best {rec['best'].get('gpus')} GPUs, planner {plan_gpus(p)}", flush=True)
     return rec
 

@@ -22,12 +22,27 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.planner import oracle_data as od
+from tests.unit.planner import queue_sim as qs
 
 POINTS = od.points()
 IDS = [p["id"] for p in POINTS]
 
+DSV3_ACROSS_NODES = (
+    "aiconfigurator's NCCL table for h100_sxm (comm/nccl/*/nccl_perf.parquet) measures 2, 4 and 8 GPUs only, so "
+    "its MoE exchange over two nodes is not measured: its static estimates (`cli estimate` at TP 8, attention DP 2, "
+    "moe_tp 16 against TP 8 in one node, commands in docs/planner.md) charge the dispatch and combine of one "
+    "1000-token prompt 215.6 ms against 9.8 ms in one node (3.5-3.7 ms a layer where 14.3 MB of BF16 hidden "
+    "states take 0.29 ms at its own h100_sxm.yaml inter_node_bw of 50 GB/s a GPU), and a decode step of 14 tokens "
+    "a MoE layer 33.3 ms in its MoE block against 12.9 ms in one node (about 340 us a layer more for about 200 kB "
+    "each way). vLLM runs this layout's exchange over the 2-rank DP group (an all-gather before the experts, "
+    "a reduce-scatter after: AgRsAll2AllManager) beside a TP 8 all-reduce inside the node; the planner prices the "
+    "2-rank exchange from the same 50 GB/s and 10 us (catalog interconnects.rdma). Both count 16 GPUs"
+)
 # goal 1 at the planner's own (layout, batch): (point id, "ttft" | "tpot") -> why it is off by more than 25 %
-XFAIL_LATENCY: dict = {}
+XFAIL_LATENCY: dict = {
+    ("dsv3-h100x16-chat", "ttft"): DSV3_ACROSS_NODES,
+    ("dsv3-h100x16-chat", "tpot"): DSV3_ACROSS_NODES,
+}
 # goal 2: aiconfigurator's TPOT at the planner's max_num_seqs above the SLO
 XFAIL_SLO: dict = {
     "32b-h100-chat": (
@@ -52,6 +67,17 @@ XFAIL_GPUS: dict = {
         "commands in docs/planner.md): an 8000-token prefill takes 595 ms and a decode step of 5 sequences 17.8 ms; "
         "a request decoding for ~6.3 s sees 3.2 other prompts on average (Poisson at 0.5 req/s) and 6 at its 95th "
         "percentile, so its TPOT is 25.3 ms on average and 32.1 ms at p95"
+    ),
+    "70b-h200x16-rag": (
+        "open arrivals against a closed loop: aiconfigurator's best runs 3 TP=4 engines of one sequence each, every "
+        "request replaced when it finishes (0.124 req/s an engine: 4.9 s to prefill 64000 tokens, then 300 tokens at "
+        "10.5 ms), and counts no wait. Replayed under Poisson arrivals at 0.3 req/s with its own static estimates "
+        "of that layout (test_aiconfigurators_best_misses_the_slos_under_poisson_arrivals, queue_sim.py; each "
+        "request to the least-loaded engine, llm-d's picker) its 3 engines miss an SLO whatever max_num_seqs they "
+        "run (TTFT p95 10.3-18.8 s against 8 s at 1 to 16 sequences an engine; TPOT p95 61 ms against 30 from 4 "
+        "up); 4 engines (16 GPUs) put TTFT p95 at the SLO's edge (8.0 s from 4 sequences up, 11.4 s at one) and 5 "
+        "(20 GPUs, the planner's count: 4 TP=4 prefill engines and 2 TP=2 decode engines) meet both with room "
+        "(5.4 s, 27 ms from 2 sequences up)"
     ),
     "70b-h100x16-long": (
         "aiconfigurator's best prefills two 4000-token prompts in every mixed step (its ctx_tokens 8000: 20 mixed "
@@ -130,6 +156,8 @@ def test_pd_is_sized_below_100_sessions():
     P/D too)."""
     low = []
     for pt in POINTS:
+        if pt["planner_inputs"]["policy"]["disaggregation"] == "never":  # the batch and edge blueprints' policy
+            continue
         p = od.planned(pt)
         if p["estimates"]["requests_in_flight"] < 100:
             low.append((pt["id"], p))
@@ -183,6 +211,47 @@ def test_gpu_count_within_110_percent_of_aiconfigurators_best(pt):
     mine = od.plan_gpus(od.planned(pt))
     detail = f"{pt['id']}: planner {mine} GPUs vs aiconfigurator's best {best}"
     _expected_failure(XFAIL_GPUS, pt["id"], mine <= od.GPU_FACTOR * best, detail)
+
+
+def _aic_step(pt: dict, lay: dict):
+    """A step time (s) from aiconfigurator's own static estimates of ``lay``: its decode step at the batch (log-log
+    between the stored batches) plus the point's prompt prefill pro rata to the step's prompt tokens."""
+    isl = pt["planner_inputs"]["traffic"]["prompt_tokens_mean"]
+    prefill = next(e["ttft_ms"] for e in pt["estimates"] if e["mode"] == "static_ctx" and e["layout"] == lay) / 1000
+    batches = sorted(e["batch"] for e in pt["estimates"] if e["mode"] == "static_gen" and e["layout"] == lay)
+
+    def step(decodes: int, tokens: int) -> float:
+        at = min(max(decodes, batches[0]), batches[-1])
+        decode = od.interpolate(pt, "static_gen", lay, at, "tpot_ms") / 1000 if decodes else 0.0
+        return decode + prefill * tokens / isl
+
+    return step
+
+
+REPLAYED = [p for p in POINTS if p.get("replay_layout")]
+
+
+@pytest.mark.parametrize("pt", REPLAYED, ids=[p["id"] for p in REPLAYED])
+def test_aiconfigurators_best_misses_the_slos_under_poisson_arrivals(pt):
+    """Issue 36: aiconfigurator's best is a closed loop (its batch of requests, each replaced when it finishes).
+    Replayed with its own kernel times (static estimates of its layout) under Poisson arrivals at the point's rate,
+    each request to the least-loaded engine, its engines miss an SLO at any max_num_seqs up to its largest estimated
+    batch; as many engines of that layout as the planner's GPUs meet both (XFAIL_GPUS says so)."""
+    inp, lay = pt["planner_inputs"], pt["replay_layout"]
+    t, slo = inp["traffic"], inp["slo"]
+    lengths = ((t["prompt_tokens_mean"],) * 2, (t["output_tokens_mean"],) * 2)
+    step, budget = _aic_step(pt, lay), inp["policy"]["max_num_batched_tokens"]
+
+    def misses(engines: int, slots: int) -> bool:
+        fleet = qs.Fleet(engines, lay["dp"], slots, "least_loaded", step, budget)
+        r = qs.simulate(fleet, t["arrival_rate_rps"], *lengths, n=1500)
+        return r.ttft_p95 * 1000 > slo["ttft_p95_ms"] or r.tpot_p95 * 1000 > slo["tpot_p95_ms"]
+
+    engines = int(pt["best"]["agg"]["replicas_needed"])
+    assert pt["best"]["agg"]["parallel"].startswith(f"tp{lay['tp']}pp{lay['pp']}dp{lay['dp']}")
+    assert all(misses(engines, slots) for slots in (1, 4, 16))
+    per_engine = lay["tp"] * lay["pp"] * lay["dp"]
+    assert not misses(od.plan_gpus(od.planned(pt)) // per_engine, 4)
 
 
 def test_the_comparison_can_fail():
