@@ -14,7 +14,10 @@ aiconfigurator's best configuration for the traffic's request rate under the SLO
 in this process through its Python API (`aiconfigurator.cli.api.cli_estimate` / `cli_recommend`, the functions its
 CLI calls), about 50 ms an estimate once its tables are loaded. Estimates do not depend on the planner and are reused
 from the existing file by (mode, model, system, ISL, OSL, layout, batch); aiconfigurator's best is reused unless
-`--best` is given. Naming points reruns only those (the others are kept as they are).
+`--best` is given. Naming points reruns only those (the others are kept as they are). An `agg` estimate gets
+`--ctx-tokens` where aiconfigurator's default (one prompt a mixed step) cannot keep the batch decoding
+(``agg_ctx_tokens``); a point with ``replay`` also records aiconfigurator's static estimates of that layout (its best's)
+for test_oracle.py's Poisson replay of it.
 
 Model configs: aiconfigurator bundles only BF16 configs of the Qwen3.5 models, so local copies with the official FP8
 checkpoints' quantization_config (block 128x128) are written to AIC_MODELS (default /tmp/aic-models); Qwen3.6-27B is
@@ -213,8 +216,8 @@ GRID = [
         policy={"expert_routing_skew": "auto"},  # item 4: aiconfigurator's measured power law, not uniform routing
     ),  # fmt: skip
     point("35b-h200-batch-cap", "Qwen3.5-35B-A3B", ("h200", 8, 1), (2000, 300, 40), (60000, 200), blueprint="batch"),
-    # issue 36: more of the same shapes (large MoE on 16 H200 and with long prompts, MLA on one node, RAG on dense,
-    # hybrid and MoE models, batch caps on dense and MoE models, edge MoE on one H100)
+    # issue 36: more of the same shapes (large MoE on 16 H200, the 397B and MLA on one H200 node, RAG on dense,
+    # hybrid and MoE models, a dense chat point on H200, batch caps on dense and MoE models, edge MoE on one H100)
     point("235b-h200x16-mid", "Qwen3-235B-A22B", ("h200", 8, 2), (2000, 400, 10), (2000, 40), arch=True),
     point("397b-h200-mid", "Qwen3.5-397B-A17B", ("h200", 8, 1), (2000, 400, 3), (2000, 50)),
     point("dsv3-h200-mid", "DeepSeek-V3", ("h200", 8, 1), (2000, 400, 3), (3000, 60)),
