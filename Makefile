@@ -95,18 +95,21 @@ pytest-reliability: setup controlplane
 # tests/faults (faults of a running site on the KServe plane) moved here from the rest at stop 42: it shares
 # this session's KServe plane (one plane start less) and evens the two sessions.
 pytest-integration: setup controlplane egctl autoscaling
-	$(PYTEST) -m "not heavy" tests/integration tests/faults tests/autoscaling tests/gitops
+	$(PYTEST) -m "not heavy" tests/integration tests/faults tests/autoscaling tests/gitops \
+	  --ignore=tests/autoscaling/test_hpa.py
 
-# Tests whose load a 2-core machine cannot carry beside make test's sessions (marker heavy): the HPA at the plan's
-# load through the router (tests/autoscaling/test_hpa.py: the batch example's 40 req/s, the chat example's 120 req/s
-# over its two pools) and every example's tree synced by Argo CD (tests/gitops/test_every_example_syncs.py, four
-# planes). Stop 40's CI with the batch test and the sync of every example ran 70 minutes, CPU-bound. Not timed
-# as one run; each module alone took 3-5 minutes.
+# Tests whose load a 2-core machine cannot carry beside make test's sessions (marker heavy): every example's tree
+# synced by Argo CD (tests/gitops/test_every_example_syncs.py, four planes). Stop 40's CI with it and the HPA tests
+# ran 70 minutes, CPU-bound. Not timed as one run; the module alone took 3-5 minutes.
 pytest-heavy: setup controlplane egctl autoscaling
-	$(PYTEST) -m heavy tests/autoscaling tests/gitops
+	$(PYTEST) -m heavy tests/gitops
 
-pytest-rest: setup controlplane egctl
-	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration --ignore=tests/autoscaling \
+# The rest also runs tests/autoscaling/test_hpa.py (the HPA at the plan's load, 40 and 120 req/s through the router
+# sent by loadgen; about 6 minutes and a plane of its own) to even the sessions; the other autoscaling tests share
+# the integration session's autoscaling plane.
+pytest-rest: setup controlplane egctl autoscaling
+	$(PYTEST) tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration \
+	  --ignore=tests/autoscaling/test_keda.py --ignore=tests/autoscaling/test_activation.py \
 	  --ignore=tests/gitops --ignore=tests/faults
 
 # Every tier runs even when an earlier one fails (make -k), so one run shows every failure;

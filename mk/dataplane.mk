@@ -27,11 +27,11 @@ SIM_VERSION     := $(shell sed -n 's|^require $(SIM_MODULE) \(v[^ ]*\).*|\1|p; s
 ROUTER_SNAPSHOT ?= $(ROOT)/../shared/upstream/llm-d-router-$(ROUTER_VERSION).tar.gz
 DP_BUILD        := $(CACHE)/dataplane
 DP_UPSTREAM     := $(CACHE)/upstream/llm-d-router-$(ROUTER_VERSION)
-DP_ROUTER_BINS  := $(CACHE)/bin/epp $(CACHE)/bin/pd-sidecar $(CACHE)/bin/eppcheck $(CACHE)/bin/loopfwd
+DP_ROUTER_BINS  := $(CACHE)/bin/epp $(CACHE)/bin/pd-sidecar $(CACHE)/bin/eppcheck $(CACHE)/bin/loopfwd $(CACHE)/bin/loadgen
 DP_ROUTER_STAMP := $(DP_BUILD)/router.built
 DP_SIM_BIN      := $(CACHE)/bin/llm-d-inference-sim
 DP_GOENV        := GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-DP_ROUTER_PKGS  := $(ROUTER_MODULE)/cmd/epp $(ROUTER_MODULE)/cmd/pd-sidecar ./cmd/eppcheck ./cmd/loopfwd
+DP_ROUTER_PKGS  := $(ROUTER_MODULE)/cmd/epp $(ROUTER_MODULE)/cmd/pd-sidecar ./cmd/eppcheck ./cmd/loopfwd ./cmd/loadgen
 
 # The copy of tests/dataplane/router the build runs in, pointed at the router: the published module
 # when the proxy serves it, else the unpacked snapshot (prints which).
@@ -54,12 +54,12 @@ endef
 $(DP_ROUTER_STAMP): $(DP_ROUTER_MOD)/go.mod $(DP_ROUTER_MOD)/go.sum $(wildcard $(DP_ROUTER_MOD)/cmd/*/*.go) $(ROOT)/mk/dataplane.mk
 	$(dp_router_copy)
 	@mkdir -p $(CACHE)/bin
-	@echo "dataplane: building epp, pd-sidecar ($(ROUTER_MODULE) $(ROUTER_VERSION)), eppcheck, loopfwd (cold: minutes, then cached)"
+	@echo "dataplane: building epp, pd-sidecar ($(ROUTER_MODULE) $(ROUTER_VERSION)), eppcheck, loopfwd, loadgen (cold: minutes, then cached)"
 	@t0=$$(date +%s); cd $(DP_BUILD)/router && $(DP_GOENV) $(GO) build -trimpath \
 	  -ldflags "-X $(ROUTER_MODULE)/version.BuildRef=$(ROUTER_VERSION)" -o $(DP_BUILD)/bin/ $(DP_ROUTER_PKGS) \
 	  && s=$$(( $$(date +%s) - t0 )) && echo "dataplane: router binaries built in $$s s" \
 	  && echo "{\"what\": \"router\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(DP_BUILD)/build-times.jsonl
-	cp $(DP_BUILD)/bin/epp $(DP_BUILD)/bin/pd-sidecar $(DP_BUILD)/bin/eppcheck $(DP_BUILD)/bin/loopfwd $(CACHE)/bin/
+	cp $(DP_BUILD)/bin/epp $(DP_BUILD)/bin/pd-sidecar $(DP_BUILD)/bin/eppcheck $(DP_BUILD)/bin/loopfwd $(DP_BUILD)/bin/loadgen $(CACHE)/bin/
 	touch $@
 
 $(DP_ROUTER_BINS): $(DP_ROUTER_STAMP)

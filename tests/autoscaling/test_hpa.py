@@ -1,26 +1,29 @@
 """Replicas under the plan's load, decided by the real engines (issue 34): the batch example's pool and the chat
 example's two pools at their planned arrival rates.
 
-Requests arrive through the real llm-d router at the plan's rate (open loop)
-over engines that keep up (llm-d-inference-sim, fast settings: the request-rate trigger is the one under
-test, the queues stay short). Prometheus scrapes the router as the rendered ServiceMonitor says; the KEDA
-operator reads the rendered ScaledObject unchanged and its metrics API server serves each trigger to
-kube-controller-manager's HPA controller, which sets the stand-in scale targets' replicas. The plan says 4
-replicas at 40 req/s for the batch example: the pool must reach 4 and keep it, never above. The chat example
+Requests arrive through the real llm-d router at the plan's rate (open loop, sent by ``loadgen``: the steps of
+tests/dataplane/gateway.py in Go) over engines that keep up (llm-d-inference-sim, fast settings: the request-rate
+trigger is the one under test, the queues stay short). Prometheus scrapes the router as the rendered
+ServiceMonitor says; the KEDA operator reads the rendered ScaledObject unchanged and its metrics API server serves
+each trigger to kube-controller-manager's HPA controller, which sets the stand-in scale targets' replicas. The plan
+says 4 replicas at 40 req/s for the batch example: the pool must reach 4 and keep it, never above. The chat example
 (120 req/s) has two pools, decode (3) and prefill (2), each with its own ScaledObject: both must reach and keep the
-plan's counts, the plan's ratio, never above. Both tests are marked ``heavy`` (``make pytest-heavy`` runs them, not
-``make test``): their load through the router (a Python client, the router, the engines, Prometheus and KEDA) starves
-make test's other sessions on a 2-core machine. An emulation of CI at stop 40 with the chat test ran 85 minutes and
-failed a canary benchmark on CPU; stop 40's CI with the batch test took 70 minutes and the batch test itself failed.
+plan's counts, the plan's ratio, never above.
+
+Until stop 42 both tests were outside make test (marker ``heavy``): the Python client sent the load (36 of 40 req/s
+on a quiet machine, less beside make test's other sessions) and took a quarter of a core at 40 req/s. ``loadgen``
+holds the rate (40.0 and 120.0 req/s) at a fifth of that CPU; the router (about a quarter of a core at 40 req/s)
+and the engines are the rest. The module runs in make test's rest session on its own autoscaling plane (Makefile).
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
+import subprocess
 import time
 
 import pytest
-from dataplane.harness import DataPlane
+from dataplane.harness import DataPlane, binary
 from dataplane.traffic import CHAT_PATH, chat_body
 
 from .chain import model_and_objects, scaled_objects, wired
@@ -33,42 +36,29 @@ LOAD_SECONDS = 300
 HOLD = 30  # seconds each pool must keep the plan's count: two periods of the HPA controller (15 s)
 
 
-async def _load(dp, rate: float, seconds: float, watch) -> dict:
-    """Open-loop arrivals at ``rate`` for ``seconds``; ``watch()`` is called every 5 s beside them (in a thread: its
-    kubectl calls would otherwise hold the sends back and release them in one burst), and ends the load when it
-    returns True."""
-    model = dp.model["served_name"]
+def _load(dp, rate: float, seconds: float, watch) -> dict:
+    """Open-loop arrivals at ``rate`` for ``seconds`` through the router, sent by ``loadgen`` (gateway.py's steps in
+    Go: the Python client fell short of 40 req/s beside make test's other sessions); ``watch(t)`` is called every 5 s
+    and ends the load when it returns True."""
     header = dp.model["scheduler"]["objective_header"]
     objectives = dp.model["scheduler"]["objectives"]
-    extra = {header: objectives[0]["name"]} if objectives else {}
-    sent, tasks, t0 = 0, [], time.monotonic()
-    done = asyncio.Event()
-
-    async def watcher() -> None:
-        while not done.is_set():
-            if await asyncio.to_thread(watch, time.monotonic() - t0):
-                done.set()
-                return
-            await asyncio.sleep(5)
-
-    async with dp.gateway() as gw:
-        watching = asyncio.ensure_future(watcher())
-        while not done.is_set() and (now := time.monotonic()) - t0 < seconds:
-            due = int((now - t0) * rate)
-            while sent < due:
-                tasks.append(
-                    asyncio.ensure_future(
-                        gw.post(CHAT_PATH, chat_body(model, "batch", f"job {sent}", max_tokens=4), extra)
-                    )
-                )
-                sent += 1
-            await asyncio.sleep(0.01)
-        done.set()
-        await watching
-        replies = await asyncio.gather(*tasks, return_exceptions=True)
-    took = time.monotonic() - t0
-    ok = sum(1 for r in replies if not isinstance(r, BaseException) and r.status == 200)
-    return {"sent": sent, "ok": ok, "seconds": took, "achieved_rps": sent / took}
+    extra = ["-header", f"{header}={objectives[0]['name']}"] if objectives else []
+    stop, ca = dp.workdir / "loadgen.stop", dp.workdir / "loadgen-ca.crt"
+    stop.unlink(missing_ok=True)
+    ca.write_bytes(dp.ca_pem)
+    body = chat_body(dp.model["served_name"], "batch", "job %d", max_tokens=4).decode()
+    argv = [binary("loadgen"), "-epp", f"127.0.0.1:{dp.grpc_port}", "-ca", ca, "-rate", rate, "-duration", seconds]
+    argv += ["-stop", stop, "-path", CHAT_PATH, "-body", body, *extra]
+    t0 = time.monotonic()
+    with subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        while proc.poll() is None:
+            if watch(time.monotonic() - t0):
+                stop.touch()
+                break
+            time.sleep(5)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"loadgen failed ({proc.returncode}): {err[-2000:]}"
+    return json.loads(out)
 
 
 def _plans(model: dict, scaled: list[dict]) -> dict:
@@ -104,7 +94,7 @@ def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) ->
                 since[name] = (since[name] if since[name] is not None else t) if replicas == plan else None
             return all(s is not None and t - s >= HOLD for s in since.values())
 
-        load = asyncio.run(_load(dp, rate, LOAD_SECONDS, watch))
+        load = _load(dp, rate, LOAD_SECONDS, watch)
         hpas = {name: get(cp, "-n", ns, "get", "hpa", f"keda-hpa-{name}") for name in plans}
     metrics = {
         name: {
@@ -139,14 +129,12 @@ def _at_plan_load(autoscaling, tmp_path, site: str, host: str, engines: dict) ->
     return {"plans": plans, "seen": seen, "load": load}
 
 
-@pytest.mark.heavy  # 40 req/s through the router: make pytest-heavy, not make test (see the Makefile)
 def test_at_the_plans_load_the_hpa_keeps_the_plans_replicas(autoscaling, tmp_path):
     """The batch example: 40 req/s, one pool planned at 4 replicas (main before the fix: 16)."""
     model, _ = model_and_objects("example-batch", "batch-west-1")
     _at_plan_load(autoscaling, tmp_path, "example-batch", "batch-west-1", {"both": model["main"]["planned_replicas"]})
 
 
-@pytest.mark.heavy  # 120 req/s through the router: make pytest-heavy, not make test (see the Makefile)
 def test_prefill_and_decode_follow_the_load_at_the_plans_ratio(autoscaling, tmp_path):
     """The chat example: 120 req/s, decode planned at 3 (a LeaderWorkerSet), prefill at 2 (a Deployment). Before
     the fix prefill had no ScaledObject and stayed where it started while decode grew."""

@@ -45,7 +45,7 @@ from controlplane import kserve_controller, webhooks  # noqa: E402
 from controlplane.procutil import die_with_parent, free_port  # noqa: E402
 
 BIN = Path(os.environ.get("DATAPLANE_BIN", ROOT / ".cache" / "bin"))
-BINARIES = ("epp", "pd-sidecar", "eppcheck", "loopfwd", "llm-d-inference-sim")
+BINARIES = ("epp", "pd-sidecar", "eppcheck", "loopfwd", "loadgen", "llm-d-inference-sim")
 TARGET_PORT_FALLBACK = 8000
 SCHEDULER_PRESET = "kserve-config-llm-scheduler"
 DECODE_PRESET = "kserve-config-llm-decode-template"
