@@ -374,7 +374,6 @@ class DataPlane:
         with contextlib.suppress(ApiException):
             self._core().create_namespace({"metadata": {"name": self.namespace}})
         # the metrics reader the rendered ScaledObjects/ServiceMonitors use, and its /metrics grant
-        sa_name = None
         for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
             for o in self.objects:
                 if o["kind"] != kind:
@@ -383,13 +382,8 @@ class DataPlane:
                     continue
                 if kind == "ServiceAccount" and o["metadata"].get("namespace") != self.namespace:
                     continue
-                obj = json.loads(json.dumps(o))
-                self._create(obj)
-                if kind == "ServiceAccount":
-                    sa_name = o["metadata"]["name"]
-        if not sa_name:
-            raise DataPlaneError(f"{self.namespace}: no rendered metrics-reader ServiceAccount")
-        self.token = self._reader_token(sa_name)
+                self._create(json.loads(json.dumps(o)))
+        self.token = self._reader_token(self._reader_account())
         pool = {
             "apiVersion": "inference.networking.k8s.io/v1",
             "kind": "InferencePool",
