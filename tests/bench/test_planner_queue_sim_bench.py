@@ -41,8 +41,7 @@ def test_closed_form_against_the_simulation_over_the_grid():
     for pt in od.points():
         plan, inp = od.plan_for_traffic(pt["planner_inputs"])
         for c in sf.cases(copy.deepcopy(inp)):
-            hold = c.output[0] * (c.tpot_p95 or 0.0) + c.ttft_p95
-            sim = qs.simulate(c.fleet, c.lam, c.prompt, c.output, n=qs.arrivals_for(c.lam, hold))
+            sim = qs.simulate(c.fleet, c.lam, c.prompt, c.output, n=qs.arrivals_for(c.lam, c.hold))
             tpot = c.tpot_p95 or 0.0
             print(
                 f"{pt['id']:20s} {'serve' if c.fleet.decode else 'prefill':8s} {c.fleet.engines:7d} {c.fleet.slots:5d}"

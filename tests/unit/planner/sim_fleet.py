@@ -29,6 +29,12 @@ class Case:
     ttft_p95: float
     tpot_p95: float | None
 
+    @property
+    def hold(self) -> float:
+        """Seconds a request holds its slot, by the planner's figures (the run length ``queue_sim.arrivals_for``
+        scales to)."""
+        return self.output[0] * (self.tpot_p95 or 0.0) + self.ttft_p95
+
 
 def _step_fn(em, w, decode: bool):
     ctx_dec = w.prompt_mean + w.output_mean / 2

@@ -110,24 +110,19 @@ KNOWN_GAPS = {
         "its own M/G/1 queue, while vLLM's internal balancer sends each request to the least loaded rank of the "
         "engine (the simulation does); router least_loaded models the ranks as one queue"
     ),
+    # an aggregated engine's TTFT p95 under the simulation's: the slot wait of a nearly full rank (docs/planner.md
+    # "Limitations"; the bench lists every point)
+    ("27b-h100-long", "serve_ttft"): (
+        "closed form 2.00 s, simulated 6.40 s (0.31x, optimistic; SLO 3 s): a prompt admitted into a full rank slows "
+        "every sequence of it, so its slots free slower when an arrival waits, which Erlang C over a mean hold misses"
+    ),
 }
-
-
-# (point, figure) of an aggregated engine whose TTFT p95 the closed form puts under the simulation's: the slot wait of
-# a nearly full rank (docs/planner.md "Limitations"; the bench lists every point)
-KNOWN_GAPS[("27b-h100-long", "serve_ttft")] = (
-    "closed form 2.00 s, simulated 6.40 s (0.31x, optimistic; SLO 3 s): a prompt admitted into a full rank slows "
-    "every sequence of it, so its slots free slower when an arrival waits, which Erlang C over a mean hold misses"
-)
-
-
-def _point(pid: str) -> dict:
-    return next(p for p in od.points() if p["id"] == pid)["planner_inputs"]
 
 
 @functools.cache
 def _cases(pid: str) -> dict:
-    inp = od.plan_for_traffic(_point(pid))[1]
+    pt = next(p for p in od.points() if p["id"] == pid)
+    inp = od.plan_for_traffic(pt["planner_inputs"])[1]
     return {"serve" if c.fleet.decode else "prefill": c for c in sf.cases(copy.deepcopy(inp))}
 
 
@@ -160,7 +155,6 @@ def test_an_aggregated_engines_ttft_p95_against_the_simulation():
     """TTFT p95 of the plan's aggregated engine (the slot wait with its prefill) against the simulation, over 30 of
     its holds: within 10 % is the goal; the point's gap is listed, measured, until the slot wait is modelled."""
     pid = "27b-h100-long"
-    serve = next(c for c in sf.cases(copy.deepcopy(od.plan_for_traffic(_point(pid))[1])) if c.fleet.decode)
-    hold = serve.output[0] * serve.tpot_p95 + serve.ttft_p95
-    sim = qs.simulate(serve.fleet, serve.lam, serve.prompt, serve.output, n=qs.arrivals_for(serve.lam, hold))
+    serve = _cases(pid)["serve"]
+    sim = qs.simulate(serve.fleet, serve.lam, serve.prompt, serve.output, n=qs.arrivals_for(serve.lam, serve.hold))
     _check((pid, "serve_ttft"), serve.ttft_p95, sim.ttft_p95)
