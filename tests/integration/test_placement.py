@@ -28,7 +28,9 @@ from tests import placement_checks
 from tests.ansible_run import Run, run_playbook
 from tests.serving_helpers import EXAMPLES, INVENTORIES, PLAYBOOKS
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# heavy (make pytest-heavy): nine planes of its own, a quarter of the integration session's time in stop 43's CI; make
+# test runs the same checks on molecule's converge of each example (molecule/shared/tasks/read_serving.yml)
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.heavy]
 
 WAIT_SECONDS = 240  # the pods of a placeable site are Running within seconds here
 

@@ -538,6 +538,37 @@ def _wait_established(client, crd_items, timeout):
         pause = min(pause * 2, 1.0)
 
 
+def _unserved(client, crd_items):
+    """'group/version Kind' of every served version of these CRDs that discovery does not list yet."""
+    missing = []
+    for api_version, kind in crd_kinds([i.obj for i in crd_items]):
+        try:
+            client.resource(api_version, kind)
+        except kc.KindNotServed:
+            missing.append(f"{api_version} {kind}")
+    return missing
+
+
+def _wait_served(client, crd_items, timeout):
+    """The server sets Established before its discovery lists the new resource (the discovery controller
+    catches up on its own; under load that took seconds in CI): wait for discovery as well, else the CRD's
+    objects in the next wave read as a kind nothing serves."""
+    deadline = time.monotonic() + timeout
+    pause = 0.1
+    while True:
+        client.discovery.refresh()
+        missing = _unserved(client, crd_items)
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise kc.ClientError(
+                f"timed out after {timeout} s waiting for the API server's discovery to list "
+                f"{', '.join(missing)} (their CustomResourceDefinitions are Established)"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
 def apply_all(client, objs, params, check_mode=False, diff=False):
     manager = params["field_manager"]
     force = params["force_conflicts"]
@@ -614,7 +645,7 @@ def apply_all(client, objs, params, check_mode=False, diff=False):
         crds = [i for i in todo if i.obj["kind"] == "CustomResourceDefinition"]
         if crds and not check_mode:
             _wait_established(client, crds, params.get("wait_timeout") or 300)
-            client.discovery.refresh()
+            _wait_served(client, crds, params.get("wait_timeout") or 300)
     results = _results(done)
     diffs = [i.diff for i in done if i.diff]
     changed = any(r["action"] != "unchanged" for r in results)
