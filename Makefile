@@ -121,7 +121,7 @@ pytest-rest: setup controlplane egctl
 # the exit code is non-zero when any failed. Three tiers at a time (-j3): lint, sanity and the
 # molecule scenarios run beside the pytest sessions; each tier's output is printed whole when it ends.
 test:
-	$(MAKE) --no-print-directory -k -j3 --output-sync=target lint sanity pytest-rest pytest-integration pytest-reliability molecule
+	$(MAKE) --no-print-directory -k -j3 --output-sync=target lint sanity pytest-rest pytest-integration pytest-reliability molecule-a molecule-b
 
 bench: setup controlplane egctl
 	$(PY) -m pytest -q -s tests/bench

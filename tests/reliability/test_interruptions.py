@@ -119,7 +119,7 @@ def chain_of_kills(plane, tmp_path, env) -> None:
     assert clean[0], "the clean run wrote nothing with the label"
     down = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env)
     assert down.rc == 0, down.output[-3000:]
-    assert quiet_total(census) == before
+    assert quiet_total(census, expect=before) == before
 
     rng = random.Random(SEED)
     n_tasks = len(clean_run.tasks)
@@ -151,7 +151,7 @@ def chain_of_kills(plane, tmp_path, env) -> None:
         teardown_kills.append({"at": at, "delay": delay, "killed": r.killed, "seconds": round(r.seconds, 1)})
     final = ansible_playbook(PLAYBOOKS / "teardown.yml", inventory, env=env)
     assert final.rc == 0, final.output[-3000:]
-    after = quiet_total(census)
+    after = quiet_total(census, expect=before)
     left = census.objects(LABEL_MANAGED_BY)
     orphans = dangling_owners(census.objects(""))
 
