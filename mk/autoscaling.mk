@@ -33,18 +33,18 @@ KEDA_BINS    := $(CACHE)/bin/keda-operator $(CACHE)/bin/keda-adapter
 PROM_BIN     := $(CACHE)/bin/prometheus
 PROM_TAGS    := netgo,remove_all_sd,enable_kubernetes_sd
 
-# $(1) what, $(2) module dir, $(3) go build arguments
+# $(1) what, $(2) module dir, $(3) where the binary goes (a dir/ for several), $(4) go build arguments (-o @OUT@)
 define as_build
 	@command -v $(GO) >/dev/null || { echo "autoscaling: Go (1.26) is needed to build $(1)" >&2; exit 1; }
 	@mkdir -p $(CACHE)/bin $(AS_BUILD)
-	@t0=$$(date +%s); cd $(2) && $(AS_GOENV) $(GO) build -trimpath $(3) \
+	@t0=$$(date +%s); cd $(2) && $(GO_LINKED) $(3) -- env $(AS_GOENV) $(GO) build -trimpath $(4) \
 	  && s=$$(( $$(date +%s) - t0 )) && echo "autoscaling: $(1) built in $$s s" \
 	  && echo "{\"what\": \"$(1)\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(AS_BUILD)/build-times.jsonl
 endef
 
 $(AS_BUILD)/keda.built: $(AS_DIR)/keda/go.mod $(AS_DIR)/keda/go.sum
 	@echo "autoscaling: building keda-operator, keda-adapter ($(KEDA_MODULE) $(KEDA_VERSION))"
-	$(call as_build,keda,$(AS_DIR)/keda,-ldflags "-X $(KEDA_MODULE)/version.Version=$(KEDA_VERSION)" -o $(AS_BUILD)/keda/ $(KEDA_MODULE)/cmd/operator $(KEDA_MODULE)/cmd/adapter)
+	$(call as_build,keda,$(AS_DIR)/keda,$(AS_BUILD)/keda/,-ldflags "-X $(KEDA_MODULE)/version.Version=$(KEDA_VERSION)" -o @OUT@ $(KEDA_MODULE)/cmd/operator $(KEDA_MODULE)/cmd/adapter)
 	cp $(AS_BUILD)/keda/operator $(CACHE)/bin/keda-operator
 	cp $(AS_BUILD)/keda/adapter $(CACHE)/bin/keda-adapter
 	touch $@
@@ -53,8 +53,7 @@ $(KEDA_BINS): $(AS_BUILD)/keda.built
 
 $(PROM_BIN): $(AS_DIR)/prometheus/go.mod $(AS_DIR)/prometheus/go.sum
 	@echo "autoscaling: building prometheus ($(PROM_MODULE) $(PROM_VERSION), tags $(PROM_TAGS))"
-	$(call as_build,prometheus,$(AS_DIR)/prometheus,-tags $(PROM_TAGS) -ldflags "-X github.com/prometheus/common/version.Version=$(PROM_VERSION)" -o $@.tmp $(PROM_MODULE)/cmd/prometheus)
-	mv $@.tmp $@
+	$(call as_build,prometheus,$(AS_DIR)/prometheus,$@,-tags $(PROM_TAGS) -ldflags "-X github.com/prometheus/common/version.Version=$(PROM_VERSION)" -o @OUT@ $(PROM_MODULE)/cmd/prometheus)
 
 keda: $(KEDA_BINS)
 prometheus: $(PROM_BIN)

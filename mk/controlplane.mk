@@ -42,7 +42,7 @@ $(KCP_BIN): $(KCP_SRCS) mk/controlplane.mk
 	@command -v $(GO) >/dev/null || { echo "controlplane: Go (1.26) is needed to build kube-apiserver" >&2; exit 1; }
 	@mkdir -p $(@D)
 	@echo "controlplane: building $@ with $(KCP_GOVER) (cold build: several minutes, then cached)"
-	cd $(KCP_DIR) && $(KCP_GOENV) $(GO) build -trimpath -ldflags "$(KCP_VERSION_X)" -o $@.tmp ./cmd/kcp && mv $@.tmp $@
+	cd $(KCP_DIR) && $(GO_LINKED) $@ -- env $(KCP_GOENV) $(GO) build -trimpath -ldflags "$(KCP_VERSION_X)" -o @OUT@ ./cmd/kcp
 	ln -sf kcp $(CACHE)/bin/kubectl
 
 # KServe's own command, built from its published module: the kserve/go.mod requires it and
@@ -52,19 +52,19 @@ $(KSERVE_BIN): $(KSERVE_DIR)/go.mod $(KSERVE_DIR)/go.sum
 	@mkdir -p $(@D)
 	@echo "controlplane: building $@ (github.com/kserve/kserve/cmd/llmisvc $(KSERVE_VER)) with $(KCP_GOVER)"
 	@echo "controlplane:   cold build: ~4-8 min on 2 cores; +1.4 GB Go build cache, +1.7 GB modules; cached afterwards"
-	cd $(KSERVE_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp github.com/kserve/kserve/cmd/llmisvc && mv $@.tmp $@
+	cd $(KSERVE_DIR) && $(GO_LINKED) $@ -- env $(KCP_GOENV) $(GO) build -trimpath -o @OUT@ github.com/kserve/kserve/cmd/llmisvc
 
 # kwok and the LeaderWorkerSet controller: the same pattern (the upstream command built from its
 # published module; these go.mods need no replace pins). Cold: ~2-4 min each on 2 cores.
 $(KWOK_BIN): $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	@mkdir -p $(@D)
 	@echo "controlplane: building $@ (sigs.k8s.io/kwok/cmd/kwok) with $(KCP_GOVER)"
-	cd $(KWOK_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
+	cd $(KWOK_DIR) && $(GO_LINKED) $@ -- env $(KCP_GOENV) $(GO) build -trimpath -o @OUT@ sigs.k8s.io/kwok/cmd/kwok
 
 $(LWS_BIN): $(LWS_DIR)/go.mod $(LWS_DIR)/go.sum
 	@mkdir -p $(@D)
 	@echo "controlplane: building $@ (sigs.k8s.io/lws/cmd) with $(KCP_GOVER)"
-	cd $(LWS_DIR) && $(KCP_GOENV) $(GO) build -trimpath -o $@.tmp sigs.k8s.io/lws/cmd && mv $@.tmp $@
+	cd $(LWS_DIR) && $(GO_LINKED) $@ -- env $(KCP_GOENV) $(GO) build -trimpath -o @OUT@ sigs.k8s.io/lws/cmd
 
 $(KCP_CRDS): $(KCP_DIR)/crdsources/sources.yaml $(KCP_DIR)/crdsources/go.sum $(KCP_DIR)/crdsources/collect.py $(STAMP)
 	$(PY) $(KCP_DIR)/crdsources/collect.py --out $@

@@ -55,11 +55,11 @@ $(DP_ROUTER_STAMP): $(DP_ROUTER_MOD)/go.mod $(DP_ROUTER_MOD)/go.sum $(wildcard $
 	$(dp_router_copy)
 	@mkdir -p $(CACHE)/bin
 	@echo "dataplane: building epp, pd-sidecar ($(ROUTER_MODULE) $(ROUTER_VERSION)), eppcheck, loopfwd, loadgen (cold: minutes, then cached)"
-	@t0=$$(date +%s); cd $(DP_BUILD)/router && $(DP_GOENV) $(GO) build -trimpath \
-	  -ldflags "-X $(ROUTER_MODULE)/version.BuildRef=$(ROUTER_VERSION)" -o $(DP_BUILD)/bin/ $(DP_ROUTER_PKGS) \
+	@t0=$$(date +%s); cd $(DP_BUILD)/router && $(GO_LINKED) $(DP_BUILD)/router-bin/ -- env $(DP_GOENV) $(GO) build -trimpath \
+	  -ldflags "-X $(ROUTER_MODULE)/version.BuildRef=$(ROUTER_VERSION)" -o @OUT@ $(DP_ROUTER_PKGS) \
 	  && s=$$(( $$(date +%s) - t0 )) && echo "dataplane: router binaries built in $$s s" \
 	  && echo "{\"what\": \"router\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(DP_BUILD)/build-times.jsonl
-	cp $(DP_BUILD)/bin/epp $(DP_BUILD)/bin/pd-sidecar $(DP_BUILD)/bin/eppcheck $(DP_BUILD)/bin/loopfwd $(DP_BUILD)/bin/loadgen $(CACHE)/bin/
+	cp $(addprefix $(DP_BUILD)/router-bin/,epp pd-sidecar eppcheck loopfwd loadgen) $(CACHE)/bin/
 	touch $@
 
 $(DP_ROUTER_BINS): $(DP_ROUTER_STAMP)
@@ -69,8 +69,8 @@ $(DP_SIM_BIN): $(DP_SIM_MOD)/go.mod $(DP_SIM_MOD)/go.sum
 	@mkdir -p $(@D) $(DP_BUILD)
 	rm -rf $(DP_BUILD)/sim && mkdir -p $(DP_BUILD)/sim && cp -R $(DP_SIM_MOD)/. $(DP_BUILD)/sim/
 	@echo "dataplane: building $(SIM_MODULE) $(SIM_VERSION) (pure Go: its tokenizer is an in-process one or an HTTP render service, no cgo)"
-	@t0=$$(date +%s); cd $(DP_BUILD)/sim && $(DP_GOENV) $(GO) build -trimpath -o $@.tmp $(SIM_MODULE)/cmd/llm-d-inference-sim \
-	  && mv $@.tmp $@ && s=$$(( $$(date +%s) - t0 )) && echo "dataplane: simulator built in $$s s" \
+	@t0=$$(date +%s); cd $(DP_BUILD)/sim && $(GO_LINKED) $@ -- env $(DP_GOENV) $(GO) build -trimpath -o @OUT@ \
+	  $(SIM_MODULE)/cmd/llm-d-inference-sim && s=$$(( $$(date +%s) - t0 )) && echo "dataplane: simulator built in $$s s" \
 	  && echo "{\"what\": \"simulator\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(DP_BUILD)/build-times.jsonl
 
 dataplane: $(DP_ROUTER_BINS) $(DP_SIM_BIN)

@@ -20,7 +20,7 @@ $(EGCTL_BIN): $(EGCTL_DIR)/go.mod $(EGCTL_DIR)/go.sum
 	@mkdir -p $(@D)
 	@echo "egctl: building $@ (github.com/envoyproxy/gateway/cmd/egctl $(EGCTL_VER)) with $(KCP_GOVER)"
 	@echo "egctl:   cold build: see docs/sovereign-burst.md (tens of minutes on 2 busy cores); cached afterwards"
-	start=$$(date +%s); cd $(EGCTL_DIR) && GOTOOLCHAIN=local GOFLAGS= CGO_ENABLED=0 $(GO) build -trimpath -o $@.tmp \
-	  github.com/envoyproxy/gateway/cmd/egctl && mv $@.tmp $@ && echo $$(( $$(date +%s) - start )) > $@.seconds
+	start=$$(date +%s); cd $(EGCTL_DIR) && $(GO_LINKED) $@ -- env GOTOOLCHAIN=local GOFLAGS= CGO_ENABLED=0 $(GO) build -trimpath \
+	  -o @OUT@ github.com/envoyproxy/gateway/cmd/egctl && echo $$(( $$(date +%s) - start )) > $@.seconds
 
 egctl: setup $(EGCTL_BIN)

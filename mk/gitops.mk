@@ -36,9 +36,9 @@ $(ARGOCD_BIN): $(GO_ARGOCD_MOD)/go.mod $(GO_ARGOCD_MOD)/go.sum $(wildcard $(GO_A
 	cp -R $(GO_ARGOCD_MOD)/. $(GITOPS_BUILD)/argocd/
 	cd $(GITOPS_BUILD)/argocd && $(GO) mod edit -replace=$(ARGOCD_ENGINE)=$(ARGOCD_UPSTREAM)
 	@echo "gitops: building Argo CD $(ARGOCD_VERSION) (application controller, repo server) with $(ARGOCD_ENGINE) from $(ARGOCD_ENGINE_SNAPSHOT) (cold: many minutes, then cached)"
-	@t0=$$(date +%s); cd $(GITOPS_BUILD)/argocd && $(GITOPS_GOENV) $(GO) build -trimpath \
-	  -ldflags "-X $(ARGOCD_MODULE)/common.version=$(patsubst v%,%,$(ARGOCD_VERSION))" -o $@.tmp ./cmd/argocd \
-	  && mv $@.tmp $@ && s=$$(( $$(date +%s) - t0 )) && echo "gitops: argocd built in $$s s" \
+	@t0=$$(date +%s); cd $(GITOPS_BUILD)/argocd && $(GO_LINKED) $@ -- env $(GITOPS_GOENV) $(GO) build -trimpath \
+	  -ldflags "-X $(ARGOCD_MODULE)/common.version=$(patsubst v%,%,$(ARGOCD_VERSION))" -o @OUT@ ./cmd/argocd \
+	  && s=$$(( $$(date +%s) - t0 )) && echo "gitops: argocd built in $$s s" \
 	  && echo "{\"what\": \"argocd\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(GITOPS_BUILD)/build-times.jsonl
 
 # Redis (Argo CD's cache) from the distribution's packages, installed when missing like git.

@@ -46,8 +46,8 @@ $(KRH_BIN): $(KRH_MOD)/go.mod $(KRH_MOD)/go.sum $(ROOT)/mk/kserve-rhoai.mk
 	$(krh_copy)
 	@mkdir -p $(@D)
 	@echo "kserve-rhoai: building github.com/kserve/kserve/cmd/llmisvc of $(KRH_NAME) with -tags distro (first build: minutes, then cached)"
-	@t0=$$(date +%s); cd $(KRH_BUILD)/mod && $(KRH_GOENV) $(GO) build -tags distro -trimpath -o $@.tmp github.com/kserve/kserve/cmd/llmisvc \
-	  && mv $@.tmp $@ && s=$$(( $$(date +%s) - t0 )) && echo "kserve-rhoai: built in $$s s" \
+	@t0=$$(date +%s); cd $(KRH_BUILD)/mod && $(GO_LINKED) $@ -- env $(KRH_GOENV) $(GO) build -tags distro -trimpath -o @OUT@ \
+	  github.com/kserve/kserve/cmd/llmisvc && s=$$(( $$(date +%s) - t0 )) && echo "kserve-rhoai: built in $$s s" \
 	  && echo "{\"what\": \"llmisvc-rhoai\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(KRH_BUILD)/build-times.jsonl
 	echo $(KRH_SRC) > $(KRH_BUILD)/source
 

@@ -11,7 +11,7 @@ NETPOL_BIN := $(CACHE)/bin/netpolcheck
 $(NETPOL_BIN): $(NETPOL_DIR)/go.mod $(NETPOL_DIR)/go.sum $(wildcard $(NETPOL_DIR)/cmd/netpolcheck/*.go)
 	@command -v $(GO) >/dev/null || { echo "netpol: Go (1.26) is needed to build netpolcheck" >&2; exit 1; }
 	@mkdir -p $(@D)
-	cd $(NETPOL_DIR) && GOTOOLCHAIN=local GOFLAGS= $(GO) build -trimpath -o $@.tmp ./cmd/netpolcheck && mv $@.tmp $@
+	cd $(NETPOL_DIR) && $(GO_LINKED) $@ -- env GOTOOLCHAIN=local GOFLAGS= $(GO) build -trimpath -o @OUT@ ./cmd/netpolcheck
 
 netpol: $(NETPOL_BIN)
 

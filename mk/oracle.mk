@@ -4,7 +4,7 @@
 ORACLE_STAMP := $(VENV)/.oracle
 
 $(ORACLE_STAMP): $(STAMP) pyproject.toml
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[oracle]'
+	$(UV_PIP) -e '.[oracle]'
 	touch $@
 
 .PHONY: oracle oracle-setup

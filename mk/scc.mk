@@ -67,7 +67,7 @@ $(SCC_BIN): $(wildcard $(SCC_DIR)/*.go) $(SCC_DIR)/go.mod $(SCC_DIR)/go.sum $(RO
 	$(scc_copy)
 	@mkdir -p $(@D)
 	@echo "scc: building sccwebhook (apiserver-library-go sccadmission, k8s.io/kubernetes v1.33.2)"
-	@t0=$$(date +%s); cd $(SCC_BUILD) && $(SCC_GOENV) $(GO) build -trimpath -o $@.tmp . && mv $@.tmp $@ \
+	@t0=$$(date +%s); cd $(SCC_BUILD) && $(GO_LINKED) $@ -- env $(SCC_GOENV) $(GO) build -trimpath -o @OUT@ . \
 	  && s=$$(( $$(date +%s) - t0 )) && echo "scc: built in $$s s" \
 	  && echo "{\"what\": \"sccwebhook\", \"seconds\": $$s, \"at\": \"$$(date -u +%FT%TZ)\", \"load\": \"$$(cut -d' ' -f1-3 /proc/loadavg)\"}" >> $(SCC_BUILD)/build-times.jsonl
 

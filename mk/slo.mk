@@ -4,7 +4,7 @@
 GUIDELLM_STAMP := $(VENV)/.guidellm
 
 $(GUIDELLM_STAMP): $(STAMP) pyproject.toml
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps \
+	$(UV_PIP) --no-deps \
 	  "$$($(PY) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["guidellm"][0])')"
 	touch $@
 

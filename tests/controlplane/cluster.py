@@ -119,6 +119,13 @@ __all__ = ["ControlPlane", "ControlPlaneError", "_alive", "free_port", "merged_k
 CACHE = Path(os.environ.get("KCP_CACHE", REPO / ".cache"))
 BINARY = Path(os.environ.get("KCP_BIN", CACHE / "bin" / "kcp"))
 CRDS = Path(os.environ.get("KCP_CRDS", CACHE / "crds" / "crds.json"))
+# etcd snapshots taken right after a plane's CRDs are Established, keyed by kcp's Go build ID and the CRD bundle
+# (kcp run --snapshot-cache): kept outside the clone, so a fresh clone of the same sources restores instead of
+# creating every CRD on its first starts (KCP_SNAPSHOTS moves them)
+SNAPSHOTS = Path(
+    os.environ.get("KCP_SNAPSHOTS")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inference-blueprints" / "etcd-snapshots"
+)
 CATALOG = HERE / "catalog" / "packages.yaml"
 PROFILES = HERE / "profiles"
 DEFAULT_PROFILE = "h100-8x2-rdma"
@@ -251,7 +258,7 @@ class ControlPlane:
             f"--scheduler-port={self.scheduler_port}",
             f"--crds={self.crds}",
             f"--catalog={CATALOG}",
-            f"--snapshot-cache={CACHE / 'etcd-snapshots'}",
+            f"--snapshot-cache={SNAPSHOTS}",
             f"--ready-timeout={int(timeout)}s",
             *(["--hpa"] if self.hpa else []),
         ]

@@ -82,8 +82,6 @@ def test_every_upstream_crd_is_served(cluster):
         "DSCInitialization.dscinitialization.opendatahub.io",
         "LLMInferenceService.serving.kserve.io",
         "LLMInferenceServiceConfig.serving.kserve.io",
-        "InferenceService.serving.kserve.io",
-        "ServingRuntime.serving.kserve.io",
         "Gateway.gateway.networking.k8s.io",
         "HTTPRoute.gateway.networking.k8s.io",
         "InferencePool.inference.networking.k8s.io",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,6 +311,8 @@ func run(o runOpts) error {
 				_ = os.RemoveAll(ecfg.Dir)
 			} else {
 				restored = true
+				now := time.Now()
+				_ = os.Chtimes(snapPath, now, now) // used: the last to be pruned
 				logf("restored etcd snapshot %s (%.1fs)", snapPath, time.Since(start).Seconds())
 			}
 		}
@@ -345,7 +349,7 @@ func run(o runOpts) error {
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
-		"--watch-cache=false", // nothing here needs it; it costs memory per resource type
+		"--watch-cache=false",                                                // nothing here needs it; it costs memory per resource type
 		"--profiling="+strconv.FormatBool(os.Getenv("KCP_PROFILING") == "1"), // /debug/pprof, for measuring
 		"--requestheader-client-ca-file="+p.path("front-proxy-ca.crt"),
 		"--requestheader-allowed-names=front-proxy-client",
@@ -709,12 +713,29 @@ func snapshotKey(crds string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st, err := os.Stat(self)
+	id, err := goBuildID(self)
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "%d/%d", st.Size(), st.ModTime().UnixNano())
+	h.Write(id)
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// goBuildID is the build ID the Go linker writes into a binary (its .note.go.buildid section): the same for a
+// copy of the same build wherever the copy lives and whenever it was made (scripts/go_build_linked.sh copies one
+// linked binary into every clone), different for any other build. Its size and mtime, the key before, changed with
+// each copy.
+func goBuildID(path string) ([]byte, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sec := f.Section(".note.go.buildid")
+	if sec == nil {
+		return nil, fmt.Errorf("%s: no .note.go.buildid section", path)
+	}
+	return sec.Data()
 }
 
 func saveSnapshot(ctx context.Context, endpoint, path string) error {
@@ -727,7 +748,33 @@ func saveSnapshot(ctx context.Context, endpoint, path string) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	pruneSnapshots(filepath.Dir(path), keepSnapshots)
+	return nil
+}
+
+// keepSnapshots bounds the snapshot cache (it lives outside the clone and outlives it): about 36 MB each, one per
+// kcp build and CRD bundle, the least recently used beyond this many removed.
+const keepSnapshots = 8
+
+func pruneSnapshots(dir string, keep int) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "etcd-*.db"))
+	type snap struct {
+		path string
+		used time.Time
+	}
+	var snaps []snap
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			snaps = append(snaps, snap{p, st.ModTime()})
+		}
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].used.After(snaps[j].used) })
+	for i := keep; i < len(snaps); i++ {
+		_ = os.Remove(snaps[i].path)
+	}
 }
 
 func isEstablished(c *apiextv1.CustomResourceDefinition) bool {
