@@ -5,6 +5,8 @@ test_crd_and_its_objects_in_one_call); here a fake client's discovery lists the 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils import k8s_apply, k8s_client
 
@@ -84,3 +86,31 @@ def test_discovery_that_never_lists_the_kind_times_out_naming_it():
     assert f"discovery to list {GROUP}/v1 Widget" in msg and "Established" in msg
     assert f"{GROUP}/v0" not in msg  # a version the CRD does not serve is not waited for
     assert client.writes == ["CustomResourceDefinition"]
+
+
+class SlowEstablished(LaggingClient):
+    """Established only ``after`` seconds from the CRD's creation; discovery never lists the kind."""
+
+    def __init__(self, after):
+        super().__init__(lag=10**9)
+        self.after, self.created_at = after, None
+
+    def get(self, resource, name, namespace=None):
+        if resource.kind == "CustomResourceDefinition" and self.crd_created:
+            self.created_at = self.created_at or time.monotonic()
+            if time.monotonic() - self.created_at < self.after:
+                return crd()
+        return super().get(resource, name, namespace)
+
+
+def test_establishing_and_discovery_share_the_wait_timeout():
+    """wait_timeout bounds the CRD's whole wait: Established after most of it leaves discovery the rest, not a
+    second wait_timeout of its own."""
+    client = SlowEstablished(after=1.5)
+    start = time.monotonic()
+    with pytest.raises(k8s_client.ClientError) as err:
+        k8s_apply.apply_all(client, [WIDGET, crd()], {**PARAMS, "wait_timeout": 2})
+    took = time.monotonic() - start
+    assert "discovery to list" in str(err.value) and "after 2 s" in str(err.value)
+    # a wait of its own would end 2 s after the 1.5 s to Established, 3.5 s at the soonest
+    assert took < 3.2, f"waited {took:.1f} s for a wait_timeout of 2 s"

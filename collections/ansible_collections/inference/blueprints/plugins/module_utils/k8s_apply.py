@@ -515,8 +515,9 @@ def _read_live(client, items):
     return _parallel(read, items)
 
 
-def _wait_established(client, crd_items, timeout):
-    deadline = time.monotonic() + timeout
+def _wait_established(client, crd_items, timeout, deadline):
+    """Every CRD Established, by ``deadline`` (``time.monotonic()``; ``timeout`` the seconds it stands for, named in
+    the error)."""
     pending = list(crd_items)
     pause = 0.1
     while pending:
@@ -549,11 +550,11 @@ def _unserved(client, crd_items):
     return missing
 
 
-def _wait_served(client, crd_items, timeout):
+def _wait_served(client, crd_items, timeout, deadline):
     """The server sets Established before its discovery lists the new resource (the discovery controller
     catches up on its own; under load that took seconds in CI): wait for discovery as well, else the CRD's
-    objects in the next wave read as a kind nothing serves."""
-    deadline = time.monotonic() + timeout
+    objects in the next wave read as a kind nothing serves. The same ``deadline`` as ``_wait_established``: the
+    module's wait_timeout bounds both together."""
     pause = 0.1
     while True:
         client.discovery.refresh()
@@ -644,8 +645,10 @@ def apply_all(client, objs, params, check_mode=False, diff=False):
             raise _fail(failures, "applied", _results(done))
         crds = [i for i in todo if i.obj["kind"] == "CustomResourceDefinition"]
         if crds and not check_mode:
-            _wait_established(client, crds, params.get("wait_timeout") or 300)
-            _wait_served(client, crds, params.get("wait_timeout") or 300)
+            timeout = params.get("wait_timeout") or 300
+            deadline = time.monotonic() + timeout
+            _wait_established(client, crds, timeout, deadline)
+            _wait_served(client, crds, timeout, deadline)
     results = _results(done)
     diffs = [i.diff for i in done if i.diff]
     changed = any(r["action"] != "unchanged" for r in results)
