@@ -7,7 +7,8 @@ For every grid point the aggregated engine the plan sizes and its P/D option's p
 policy) and their TTFT / TPOT p95 printed next to the planner's, each run lasting 30 of the pool's holds
 (``queue_sim.arrivals_for``: at most 60000 arrivals). The aggregated engines whose simulated TTFT p95 is over the
 point's TTFT SLO are printed after the table: the closed form's slot wait is optimistic there (docs/planner.md
-"Limitations"). A few minutes.
+"Limitations"). Beside the closed form's TTFT ratio, the candidate slot wait's (tests/unit/planner/slot_chain.py), a
+birth-death chain measured here before any plan uses it. A few minutes.
 Run: .venv/bin/python -m pytest -q -s tests/bench/test_planner_queue_sim_bench.py
 """
 
@@ -36,8 +37,10 @@ def _r(a: float, b: float) -> str:
 
 def test_closed_form_against_the_simulation_over_the_grid():
     print("\n== closed form / simulation, p95 (seconds) ==")
-    print("point                pool     engines slots   TTFT plan    sim  ratio   TPOT plan    sim  ratio")
-    misses, over_slo = [], []
+    print(
+        "point                pool     engines slots   TTFT plan    sim  ratio  chain ratio   TPOT plan    sim  ratio"
+    )
+    misses, over_slo, chain = [], [], []
     for pt in od.points():
         plan, inp = od.plan_for_traffic(pt["planner_inputs"])
         for c in sf.cases(copy.deepcopy(inp)):
@@ -46,8 +49,11 @@ def test_closed_form_against_the_simulation_over_the_grid():
             print(
                 f"{pt['id']:20s} {'serve' if c.fleet.decode else 'prefill':8s} {c.fleet.engines:7d} {c.fleet.slots:5d}"
                 f"   {c.ttft_p95:9.3f} {sim.ttft_p95:6.3f} {_r(c.ttft_p95, sim.ttft_p95)}"
+                f"  {_r(c.ttft_p95_chain, sim.ttft_p95) if c.ttft_p95_chain else '    -'}      "
                 f"   {tpot:9.4f} {sim.tpot_p95:6.4f} {_r(tpot, sim.tpot_p95)}"
             )
+            if c.fleet.decode:
+                chain.append((c.ttft_p95 / sim.ttft_p95, c.ttft_p95_chain / sim.ttft_p95))
             if c.fleet.decode and pt["id"] not in TPOT_OFF and abs(tpot / sim.tpot_p95 - 1) > WITHIN:
                 misses.append((pt["id"], tpot, sim.tpot_p95))
             slo = pt["planner_inputs"].get("slo", {}).get("ttft_p95_ms")
@@ -55,6 +61,10 @@ def test_closed_form_against_the_simulation_over_the_grid():
                 figs = f"{c.ttft_p95:.2f} s planned, {sim.ttft_p95:.2f} s simulated, SLO {slo / 1000:g} s"
                 what = "an option, the plan is P/D" if plan["disaggregated"] else "the plan"
                 over_slo.append(f"{pt['id']} ({what}): {figs}")
+    for name, col in (("closed form", 0), ("candidate chain (slot_chain.py)", 1)):
+        rs = [r[col] for r in chain]
+        near = sum(1 for r in rs if abs(r - 1) <= WITHIN)
+        print(f"\n== aggregated TTFT p95, {name}: {near} of {len(rs)} within 10 %, {min(rs):.2f}-{max(rs):.2f}x ==")
     print(f"\n== aggregated engines over their TTFT SLO in the simulation: {len(over_slo)} ==")
     print("\n".join(over_slo))
     assert not misses, misses

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import search
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import queueing as qu
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import routing, search
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
 
 from tests.unit.planner import queue_sim as qs
+from tests.unit.planner import slot_chain
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Case:
     output: tuple
     ttft_p95: float
     tpot_p95: float | None
+    ttft_p95_chain: float | None = None  # the candidate slot wait's TTFT p95 (slot_chain.py; aggregated pools only)
 
     @property
     def hold(self) -> float:
@@ -50,6 +53,33 @@ def _step_fn(em, w, decode: bool):
     return step
 
 
+def _chain_ttft(em, dem, ch) -> float:
+    """TTFT p95 of the chosen aggregated engine with the candidate slot wait (slot_chain.py) in place of the
+    planner's: the same rank without a slot wait as the search builds it (search._agg_at), then the chain's wait."""
+    lt, w = search.lt, dem.work
+    q_lam, ranks = routing.shared_queue(dem.router, dem.lam, ch.replicas, ch.lay.dp)
+    pre = routing.prefill_servers(dem.router, ranks)
+    lam = dem.lam / (ch.replicas * ch.lay.dp)
+    holds: dict = {}
+
+    def hold_at(m: float) -> float:
+        k = float(round(max(1.0, min(float(ch.batch), m))))
+        if k not in holds:
+            holds[k] = lt.aggregated(em, k, w, lam, servers=pre).e2e
+        return holds[k]
+
+    b = min(float(ch.batch), max(1.0, lam * ch.full.e2e))
+    p = lt.aggregated(em, b, w, lam, servers=pre)
+    for _dummy in range(4):
+        nb = min(float(ch.batch), max(1.0, lam * p.e2e))
+        if not p.stable or abs(nb - b) < 0.5:
+            break
+        b, p = nb, lt.aggregated(em, nb, w, lam, servers=pre)
+    full = max(hold_at(ch.batch), ch.full.e2e)
+    sw = slot_chain.slot_wait(q_lam, (ch.batch, ranks), (hold_at, full), w.hold_cv2)
+    return qu.with_wait_p95(p.ttft_p50, p.ttft_p95, sw) if sw.stable else float("inf")
+
+
 def cases(inp: dict) -> list[Case]:
     """The aggregated pool the planner sizes for the inputs and, when a P/D option exists, its prefill pool."""
     run = Run(normalize(inp))
@@ -65,7 +95,7 @@ def cases(inp: dict) -> list[Case]:
         em = ch.engine or search.lt.EngineModel(c, ch.lay, s.eff, hw.topo())
         extra = em.prefill_overhead()
         fleet = qs.Fleet(ch.replicas, ch.lay.dp, ch.batch, router, _step_fn(em, w, True), w.budget, True, extra)
-        out.append(Case(fleet, dem.lam, prompt, output, ch.load.ttft_p95, ch.load.tpot_p95))
+        out.append(Case(fleet, dem.lam, prompt, output, ch.load.ttft_p95, ch.load.tpot_p95, _chain_ttft(em, dem, ch)))
     dis = search.search_disagg(run, (c, c), (hw, hw), dem.lam)
     p = dis.prefill
     if p is not None and p.ok:

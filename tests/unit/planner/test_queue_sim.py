@@ -23,6 +23,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner.error
 from tests.unit.planner import oracle_data as od
 from tests.unit.planner import queue_sim as qs
 from tests.unit.planner import sim_fleet as sf
+from tests.unit.planner import slot_chain
 
 WITHIN = 0.10  # issue 36: the closed form within 10 % of the simulation
 
@@ -158,3 +159,14 @@ def test_an_aggregated_engines_ttft_p95_against_the_simulation():
     serve = _cases(pid)["serve"]
     sim = qs.simulate(serve.fleet, serve.lam, serve.prompt, serve.output, n=qs.arrivals_for(serve.lam, serve.hold))
     _check((pid, "serve_ttft"), serve.ttft_p95, sim.ttft_p95)
+
+
+def test_the_candidate_slot_chain_with_one_hold_is_erlang_c():
+    """The bench's candidate slot wait (slot_chain.py) reduces to the M/M/c queue when a hold does not depend on how
+    many slots are busy: Erlang C's probability of waiting and the drain c / hold - lam (exponential holds)."""
+    sw = slot_chain.slot_wait(3.0, (8, 2), (lambda _m: 4.0, 4.0), 1.0)
+    assert sw.prob == pytest.approx(qu.erlang_c(16, 12.0), rel=1e-9)
+    assert sw.rate == pytest.approx(16 / 4.0 - 3.0, rel=1e-9)
+    # holds that grow with the busy slots wait more often than the mean hold's Erlang C says
+    grows = slot_chain.slot_wait(3.0, (8, 2), (lambda m: 3.0 + m / 8, 4.0), 1.0)
+    assert grows.prob > qu.erlang_c(16, 3.0 * 3.5)
