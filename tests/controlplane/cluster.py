@@ -1159,6 +1159,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     while not (wd / "state.json").exists():
         if proc.poll() is not None:
             print(f"cluster-up failed:\n{(wd / 'manager.log').read_text()[-4000:]}", file=sys.stderr)
+            # the supervisor's own log says which child (kube-apiserver, etcd, ...) exited and how: a destroy that
+            # follows removes the directory
+            kcp_log = wd / "kcp.log"
+            if kcp_log.exists():
+                print(f"kcp.log (last lines):\n{kcp_log.read_text(errors='replace')[-3000:]}", file=sys.stderr)
             return 1
         if time.monotonic() - t0 > args.timeout:
             proc.terminate()
