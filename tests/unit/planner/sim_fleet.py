@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import queueing as qu
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import routing, search
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import search
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
@@ -55,28 +55,20 @@ def _step_fn(em, w, decode: bool):
 
 def _chain_ttft(em, dem, ch) -> float:
     """TTFT p95 of the chosen aggregated engine with the candidate slot wait (slot_chain.py) in place of the
-    planner's: the same rank without a slot wait as the search builds it (search._agg_at), then the chain's wait."""
-    lt, w = search.lt, dem.work
-    q_lam, ranks = routing.shared_queue(dem.router, dem.lam, ch.replicas, ch.lay.dp)
-    pre = routing.prefill_servers(dem.router, ranks)
-    lam = dem.lam / (ch.replicas * ch.lay.dp)
+    planner's: the same rank without a slot wait as the search builds it (search.open_rank), then the chain's wait."""
+    ranks = ch.replicas * ch.lay.dp
+    p, servers, pre = search.open_rank(em, dem, ranks, ch.batch, ch.full)
+    lam = dem.lam / ranks
     holds: dict = {}
 
     def hold_at(m: float) -> float:
         k = float(round(max(1.0, min(float(ch.batch), m))))
         if k not in holds:
-            holds[k] = lt.aggregated(em, k, w, lam, servers=pre).e2e
+            holds[k] = search.lt.aggregated(em, k, dem.work, lam, servers=pre).e2e
         return holds[k]
 
-    b = min(float(ch.batch), max(1.0, lam * ch.full.e2e))
-    p = lt.aggregated(em, b, w, lam, servers=pre)
-    for _dummy in range(4):
-        nb = min(float(ch.batch), max(1.0, lam * p.e2e))
-        if not p.stable or abs(nb - b) < 0.5:
-            break
-        b, p = nb, lt.aggregated(em, nb, w, lam, servers=pre)
     full = max(hold_at(ch.batch), ch.full.e2e)
-    sw = slot_chain.slot_wait(q_lam, (ch.batch, ranks), (hold_at, full), w.hold_cv2)
+    sw = slot_chain.slot_wait(lam * servers, (ch.batch, servers), (hold_at, full), dem.work.hold_cv2)
     return qu.with_wait_p95(p.ttft_p50, p.ttft_p95, sw) if sw.stable else float("inf")
 
 

@@ -351,6 +351,14 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
             ttft_mean=p.ttft_mean + wait,
             e2e=p.e2e + wait,
         )
+    p, servers, pre = open_rank(em, dem, ranks, batch, full)
+    jsq = routing.jsq(dem.router, servers, em.lay.dp)
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e if pre > 1 else 0.0)
+
+
+def open_rank(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> tuple:
+    """One rank of ``ranks`` under open traffic before its wait for a slot: (its point at the occupancy its own
+    hold gives, by fixed point; the ranks sharing its queue; the ranks sharing its prefill queue)."""
     lam = dem.lam / ranks
     servers = routing.shared_queue(dem.router, dem.lam, ranks // em.lay.dp, em.lay.dp)[1]
     pre = routing.prefill_servers(dem.router, servers)
@@ -364,8 +372,7 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
             break
         b = nb
         p = lt.aggregated(em, b, dem.work, lam, servers=pre)
-    jsq = routing.jsq(dem.router, servers, em.lay.dp)
-    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e if pre > 1 else 0.0)
+    return p, servers, pre
 
 
 def _needed_ranks(dem: Demand, batch: int, e2e: float) -> float:
