@@ -8,7 +8,10 @@ policy) and their TTFT / TPOT p95 printed next to the planner's, each run lastin
 (``queue_sim.arrivals_for``: at most 60000 arrivals). The aggregated engines whose simulated TTFT p95 is over the
 point's TTFT SLO are printed after the table: the closed form's slot wait is optimistic there (docs/planner.md
 "Limitations"). Beside the closed form's TTFT ratio, the candidate slot wait's (tests/unit/planner/slot_chain.py), a
-birth-death chain measured here before any plan uses it. A few minutes.
+birth-death chain measured here before any plan uses it. Then each aggregated engine's TTFT p95 in its two parts: the
+wait for the step that admits a request into a slot (the planner's slot wait; the simulation's also holds the rest of
+the step in progress) and the time from that step to the first token (the planner's TTFT of a request that finds a
+free slot, ``search.open_rank``). A few minutes.
 Run: .venv/bin/python -m pytest -q -s tests/bench/test_planner_queue_sim_bench.py
 """
 
@@ -40,7 +43,7 @@ def test_closed_form_against_the_simulation_over_the_grid():
     print(
         "point                pool     engines slots   TTFT plan    sim  ratio  chain ratio   TPOT plan    sim  ratio"
     )
-    misses, over_slo, chain = [], [], []
+    misses, over_slo, chain, parts = [], [], [], []
     for pt in od.points():
         plan, inp = od.plan_for_traffic(pt["planner_inputs"])
         for c in sf.cases(copy.deepcopy(inp)):
@@ -54,6 +57,11 @@ def test_closed_form_against_the_simulation_over_the_grid():
             )
             if c.fleet.decode:
                 chain.append((c.ttft_p95 / sim.ttft_p95, c.ttft_p95_chain / sim.ttft_p95))
+                wait, after = sim._p(sim.wait, 0.95), sim._p(sim.after, 0.95)
+                parts.append(
+                    f"{pt['id']:20s} {c.wait_p95:14.3f} {wait:6.3f} {_r(c.wait_p95, wait)}"
+                    f"   {c.open_ttft_p95:18.3f} {after:6.3f} {_r(c.open_ttft_p95, after)}"
+                )
             if c.fleet.decode and pt["id"] not in TPOT_OFF and abs(tpot / sim.tpot_p95 - 1) > WITHIN:
                 misses.append((pt["id"], tpot, sim.tpot_p95))
             slo = pt["planner_inputs"].get("slo", {}).get("ttft_p95_ms")
@@ -61,6 +69,9 @@ def test_closed_form_against_the_simulation_over_the_grid():
                 figs = f"{c.ttft_p95:.2f} s planned, {sim.ttft_p95:.2f} s simulated, SLO {slo / 1000:g} s"
                 what = "an option, the plan is P/D" if plan["disaggregated"] else "the plan"
                 over_slo.append(f"{pt['id']} ({what}): {figs}")
+    print("\n== aggregated TTFT p95 in two parts, planned / simulated (seconds) ==")
+    print("point                slot wait plan    sim  ratio   after admission plan    sim  ratio")
+    print("\n".join(parts))
     for name, col in (("closed form", 0), ("candidate chain (slot_chain.py)", 1)):
         rs = [r[col] for r in chain]
         near = sum(1 for r in rs if abs(r - 1) <= WITHIN)

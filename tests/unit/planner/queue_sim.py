@@ -38,6 +38,7 @@ class _Req:
     output: int
     left: int = 0  # prompt tokens still to prefill
     first: float = 0.0  # time of the first token
+    admitted: float = -1.0  # time the rank gave it a sequence slot (its step that starts then carries its first chunk)
     done_step: int = 0  # the rank's step count at which its last token comes
 
 
@@ -71,8 +72,14 @@ class Fleet:
 
 @dataclass(frozen=True)
 class Result:
+    """Per-request figures after the warm-up, each sorted: TTFT, TPOT, and TTFT's two parts: ``wait`` (arrival to
+    the step that admits it into a slot: the slot wait plus the rest of the step in progress) and ``after`` (that
+    step's start to the first token: its prefill chunks behind the prompts admitted before it)."""
+
     ttft: list
     tpot: list
+    wait: list = field(default_factory=list)
+    after: list = field(default_factory=list)
 
     @staticmethod
     def _p(xs: list, q: float) -> float:
@@ -103,10 +110,13 @@ def _pick(fleet: Fleet, ranks: list, rnd: random.Random) -> _Rank:
     return rnd.choice([r for r in group if r.outstanding == least])
 
 
-def _plan_step(fleet: Fleet, rank: _Rank) -> tuple[int, list]:
-    """(decodes, [(request, chunk tokens)]) of the rank's next step, admitting waiting requests into free slots."""
+def _plan_step(fleet: Fleet, rank: _Rank, now: float) -> tuple[int, list]:
+    """(decodes, [(request, chunk tokens)]) of the rank's next step, starting at ``now``, admitting waiting requests
+    into free slots."""
     while rank.waiting and len(rank.prefilling) + len(rank.decoding) < fleet.slots:
-        rank.prefilling.append(rank.waiting.popleft())
+        req = rank.waiting.popleft()
+        req.admitted = now
+        rank.prefilling.append(req)
     room = max(1, fleet.budget - len(rank.decoding))
     chunks = []
     for req in rank.prefilling:
@@ -139,7 +149,7 @@ def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 40
     def start(i: int, now: float) -> None:
         nonlocal seq
         rank = ranks[i]
-        decodes, chunks = _plan_step(fleet, rank)
+        decodes, chunks = _plan_step(fleet, rank, now)
         if not decodes and not chunks:
             rank.busy = False
             return
@@ -173,11 +183,17 @@ def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 40
                 continue
             rank.prefilling.remove(req)
             req.first = now
-            ttft.append((req.arrival, now - req.arrival + fleet.ttft_extra))
+            ttft.append((req.arrival, now - req.arrival + fleet.ttft_extra, req.admitted))
             if fleet.decode and req.output > 1:
                 heapq.heappush(rank.decoding, (rank.steps + req.output - 1, seq, req))
                 seq += 1
         start(i, now)
     ttft.sort()
     cut = ttft[warm][0] if len(ttft) > warm else 0.0
-    return Result(sorted(x for a, x in ttft if a >= cut), sorted(x for a, x in tpot if a >= cut))
+    kept = [t for t in ttft if t[0] >= cut]
+    return Result(
+        sorted(x for _a, x, _s in kept),
+        sorted(x for a, x in tpot if a >= cut),
+        sorted(s - a for a, _x, s in kept),
+        sorted(a + x - s for a, x, s in kept),
+    )

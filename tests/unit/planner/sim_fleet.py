@@ -31,6 +31,10 @@ class Case:
     ttft_p95: float
     tpot_p95: float | None
     ttft_p95_chain: float | None = None  # the candidate slot wait's TTFT p95 (slot_chain.py; aggregated pools only)
+    # TTFT's parts by the planner (aggregated pools only): the slot wait's p95 and the TTFT p95 of a request that
+    # finds a free slot (the rank before its slot wait, search.open_rank)
+    wait_p95: float | None = None
+    open_ttft_p95: float | None = None
 
     @property
     def hold(self) -> float:
@@ -87,7 +91,10 @@ def cases(inp: dict) -> list[Case]:
         em = ch.engine or search.lt.EngineModel(c, ch.lay, s.eff, hw.topo())
         extra = em.prefill_overhead()
         fleet = qs.Fleet(ch.replicas, ch.lay.dp, ch.batch, router, _step_fn(em, w, True), w.budget, True, extra)
-        out.append(Case(fleet, dem.lam, prompt, output, ch.load.ttft_p95, ch.load.tpot_p95, _chain_ttft(em, dem, ch)))
+        wait = ch.load.slots.p95 if ch.load.slots else 0.0
+        opened = search.open_rank(em, dem, ch.replicas * ch.lay.dp, ch.batch, ch.full)[0].ttft_p95
+        load = (ch.load.ttft_p95, ch.load.tpot_p95, _chain_ttft(em, dem, ch), wait, opened)
+        out.append(Case(fleet, dem.lam, prompt, output, *load))
     dis = search.search_disagg(run, (c, c), (hw, hw), dem.lam)
     p = dis.prefill
     if p is not None and p.ok:

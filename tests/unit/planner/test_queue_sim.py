@@ -161,6 +161,26 @@ def test_an_aggregated_engines_ttft_p95_against_the_simulation():
     _check((pid, "serve_ttft"), serve.ttft_p95, sim.ttft_p95)
 
 
+def test_the_simulation_splits_ttft_at_admission():
+    """TTFT = the wait for the step that admits a request into a slot + the time from that step's start to its first
+    token, request by request; a rank with room admits within a step, a rank whose two slots are 75 % busy makes its
+    arrivals wait for one (the split the bench compares with the planner's slot wait and open-rank TTFT)."""
+
+    def run(slots: int) -> qs.Result:
+        fleet = qs.Fleet(1, 1, slots, "random", lambda decodes, tokens: 0.01 + tokens * 1e-5, 2048)
+        return qs.simulate(fleet, 1.5, (1000, 1000), (100, 100), n=1500)
+
+    roomy, tight = run(64), run(2)
+    for res in (roomy, tight):
+        assert len(res.wait) == len(res.after) == len(res.ttft)
+        # admitted at a step's start, after its arrival; its first token at least one step later
+        assert min(res.wait) >= 0 and min(res.after) >= 0.01
+    step = 0.01 + 2048 * 1e-5  # the longest step
+    assert roomy._p(roomy.wait, 0.95) <= step
+    assert tight._p(tight.wait, 0.95) > 10 * step
+    assert tight._p(tight.after, 0.95) == pytest.approx(roomy._p(roomy.after, 0.95), rel=0.5)
+
+
 def test_the_candidate_slot_chain_with_one_hold_is_erlang_c():
     """The bench's candidate slot wait (slot_chain.py) reduces to the M/M/c queue when a hold does not depend on how
     many slots are busy: Erlang C's probability of waiting and the drain c / hold - lam (exponential holds)."""
