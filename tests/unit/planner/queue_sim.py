@@ -58,7 +58,8 @@ class _Rank:
 @dataclass(frozen=True)
 class Fleet:
     """What the simulation runs: ``engines`` x ``dp`` ranks of ``slots`` sequences, the router's policy, the step-time
-    function ``step(decodes, prefill_tokens)`` (seconds), the token budget of a step and the fixed TTFT extras."""
+    function ``step(decodes, prefill_tokens, prefill_context)`` (seconds; the context a prefill token attends to on
+    average), the token budget of a step and the fixed TTFT extras."""
 
     engines: int
     dp: int
@@ -128,6 +129,14 @@ def _plan_step(fleet: Fleet, rank: _Rank, now: float) -> tuple[int, list]:
     return len(rank.decoding), chunks
 
 
+def _step_time(fleet: Fleet, decodes: int, chunks: list) -> float:
+    """A step's time: its decodes and prefill chunks, the chunks' attention context token-weighted (a chunk of
+    ``take`` tokens after ``done`` of its prompt attends to done + take / 2 tokens on average)."""
+    tokens = sum(c for _r, c in chunks)
+    ctx = sum(c * (r.prompt - r.left + c / 2) for r, c in chunks) / tokens if tokens else 0.0
+    return fleet.step(decodes, tokens, ctx)
+
+
 def arrivals_for(lam: float, hold_s: float, holds: float = 30.0, least: int = 2000, most: int = 60000) -> int:
     """Arrivals to simulate so that the run lasts ``holds`` times a request's stay in its slot (``hold_s``): the
     first tenth is warm-up, so the slots fill over three holds before anything is measured. A fixed count is too
@@ -154,7 +163,7 @@ def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 40
             rank.busy = False
             return
         rank.busy = True
-        t = fleet.step(decodes, sum(c for _r, c in chunks))
+        t = _step_time(fleet, decodes, chunks)
         heapq.heappush(events, (now + t, seq, i, chunks))
         seq += 1
 

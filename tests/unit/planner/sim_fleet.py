@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import queueing as qu
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import search
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
 
 from tests.unit.planner import queue_sim as qs
-from tests.unit.planner import slot_chain
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,6 @@ class Case:
     output: tuple
     ttft_p95: float
     tpot_p95: float | None
-    ttft_p95_chain: float | None = None  # the candidate slot wait's TTFT p95 (slot_chain.py; aggregated pools only)
     # TTFT's parts by the planner (aggregated pools only): the slot wait's p95 and the TTFT p95 of a request that
     # finds a free slot (the rank before its slot wait, search.open_rank)
     wait_p95: float | None = None
@@ -47,33 +44,15 @@ def _step_fn(em, w, decode: bool):
     ctx_dec = w.prompt_mean + w.output_mean / 2
     cache: dict = {}
 
-    def step(decodes: int, tokens: int) -> float:
-        key = (decodes, -(-tokens // 32) * 32)  # prefill tokens to 32: the step-time grid, not the queue
+    def step(decodes: int, tokens: int, ctx_pre: float) -> float:
+        # prefill tokens and their context to 32 and 256: the step-time grid, not the queue
+        key = (decodes, -(-tokens // 32) * 32, round(ctx_pre / 256) * 256)
         t = cache.get(key)
         if t is None:
-            t = cache[key] = em.step(float(decodes), float(key[1]), ctx_dec if decodes else 0.0, w.prompt_mean / 2)
+            t = cache[key] = em.step(float(decodes), float(key[1]), ctx_dec if decodes else 0.0, float(key[2]))
         return t
 
     return step
-
-
-def _chain_ttft(em, dem, ch) -> float:
-    """TTFT p95 of the chosen aggregated engine with the candidate slot wait (slot_chain.py) in place of the
-    planner's: the same rank without a slot wait as the search builds it (search.open_rank), then the chain's wait."""
-    ranks = ch.replicas * ch.lay.dp
-    p, servers, pre = search.open_rank(em, dem, ranks, ch.batch, ch.full)
-    lam = dem.lam / ranks
-    holds: dict = {}
-
-    def hold_at(m: float) -> float:
-        k = float(round(max(1.0, min(float(ch.batch), m))))
-        if k not in holds:
-            holds[k] = search.lt.aggregated(em, k, dem.work, lam, servers=pre).e2e
-        return holds[k]
-
-    full = max(hold_at(ch.batch), ch.full.e2e)
-    sw = slot_chain.slot_wait(lam * servers, (ch.batch, servers), (hold_at, full), dem.work.hold_cv2)
-    return qu.with_wait_p95(p.ttft_p50, p.ttft_p95, sw) if sw.stable else float("inf")
 
 
 def cases(inp: dict) -> list[Case]:
@@ -93,7 +72,7 @@ def cases(inp: dict) -> list[Case]:
         fleet = qs.Fleet(ch.replicas, ch.lay.dp, ch.batch, router, _step_fn(em, w, True), w.budget, True, extra)
         wait = ch.load.slots.p95 if ch.load.slots else 0.0
         opened = search.open_rank(em, dem, ch.replicas * ch.lay.dp, ch.batch, ch.full)[0].ttft_p95
-        load = (ch.load.ttft_p95, ch.load.tpot_p95, _chain_ttft(em, dem, ch), wait, opened)
+        load = (ch.load.ttft_p95, ch.load.tpot_p95, wait, opened)
         out.append(Case(fleet, dem.lam, prompt, output, *load))
     dis = search.search_disagg(run, (c, c), (hw, hw), dem.lam)
     p = dis.prefill

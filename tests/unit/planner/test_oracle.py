@@ -220,7 +220,7 @@ def _aic_step(pt: dict, lay: dict):
     prefill = next(e["ttft_ms"] for e in pt["estimates"] if e["mode"] == "static_ctx" and e["layout"] == lay) / 1000
     batches = sorted(e["batch"] for e in pt["estimates"] if e["mode"] == "static_gen" and e["layout"] == lay)
 
-    def step(decodes: int, tokens: int) -> float:
+    def step(decodes: int, tokens: int, _ctx_pre: float) -> float:  # its static_ctx estimate is of the mean prompt
         at = min(max(decodes, batches[0]), batches[-1])
         decode = od.interpolate(pt, "static_gen", lay, at, "tpot_ms") / 1000 if decodes else 0.0
         return decode + prefill * tokens / isl

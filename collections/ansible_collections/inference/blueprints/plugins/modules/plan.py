@@ -157,7 +157,7 @@ options:
       - Keys (docs/planner.md) are C(disaggregation), C(speculative), C(tool_calling_heavy), C(code_completion),
         C(kv_offload), C(kv_offload_gib), C(kv_offload_max_gib_per_gpu), C(kv_connector), C(shared_kv_cache),
         C(prefix_caching), C(chunked_prefill), C(allowed_weights), C(max_num_seqs), C(batch_sizing),
-        C(max_num_batched_tokens),
+        C(max_num_batched_tokens), C(expert_routing_skew), C(router), C(slot_queue),
         C(prefill_mfu), C(decode_mbu), C(target_utilization), C(kv_headroom_fraction), C(pd_cost_margin),
         C(long_context_tokens), C(dcp), C(pcp), C(eplb), C(language_model_only), C(overhead_gib),
         C(scale_to_zero), C(min_replicas), C(output_token_cap).

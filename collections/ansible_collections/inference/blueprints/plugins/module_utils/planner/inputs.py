@@ -91,6 +91,7 @@ POLICY_ENUMS = {
     "kv_connector": ("auto", "nixl", "lmcache", "mooncake", "none"),
     "batch_sizing": ("balanced", "throughput"),
     "router": ("least_loaded", "random"),
+    "slot_queue": ("chain", "erlang"),
 }
 POLICY_BOOLS = (
     "tool_calling_heavy",

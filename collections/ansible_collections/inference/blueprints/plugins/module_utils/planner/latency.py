@@ -20,6 +20,7 @@ from .engine import EngineCtx, peak_flops
 from .queueing import (
     SlotWait,
     StepMix,
+    chain_slot_wait,
     jsq_wait,
     lognormal_cv2,
     mg1_wait,
@@ -54,6 +55,7 @@ class Workload:
     output_mean: float
     budget: int  # max_num_batched_tokens
     output_p95: float = 0.0  # 0: output lengths taken as constant
+    queue: str = "erlang"  # policy slot_queue: how a rank's queue is modelled (docs/planner.md "TTFT and queueing")
 
     @property
     def hold_cv2(self) -> float:
@@ -547,6 +549,8 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     prompt occupies its token share of the prefill steps), plus the prompt's own step(s), the step in flight,
     vLLM's per-request prefill overhead and ``extra`` (the KV transfer of P/D). A closed population (concurrent
     sessions, no arrival rate) waits by the measured closed-loop factor instead, exponentially distributed."""
+    if w.queue == "chain" and not ld.closed:
+        return _ttft_tokens(em, w, ld)
     b, lam, t_bar, extra = ld.b, ld.lam, ld.t_bar, ld.extra
     med, p95, pts = prompt_points(w.prompt_mean, w.prompt_p95)
     scale = pf.share / w.prompt_mean
@@ -575,6 +579,46 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     # p95 of (own prefill + wait), independent: the medians plus the root-sum-square of the two tails
     p95v = s50 + w50 + math.hypot(s95 - s50, w95 - w50) + t_bar + extra
     mean = own(w.prompt_mean, pf.k) + wq + t_bar / 2 + extra
+    return p50, p95v, mean, rho
+
+
+def _ttft_tokens(em: EngineModel, w: Workload, ld: RankLoad):
+    """TTFT p50 / p95 / mean and the prefill utilisation of open traffic with policy ``slot_queue: chain``: the
+    prompt waits for the tokens ahead of it (an M/G/1 queue in tokens: vLLM fills each step's token room with the
+    admitted prompts' chunks in arrival order, so the server is the room of a full step, ``room`` tokens a
+    ``step(b, room)``), then its own chunks ride in the steps (a prompt shorter than the room shares its step with the
+    tokens that arrive over it), plus the step in flight, vLLM's per-request prefill overhead and ``extra`` (the KV
+    transfer of P/D). Checked against the queue simulation (tests/bench/test_planner_queue_sim_bench.py)."""
+    b, lam, t_bar = ld.b, ld.lam, ld.t_bar
+    extra = ld.extra + em.prefill_overhead()
+    med, p95, pts = prompt_points(w.prompt_mean, w.prompt_p95)
+    room, ctx = _room(w, b), _ctx(w, b)
+    per_token = em.step(b, room, ctx, w.prompt_mean / 2) / room  # a token's share of a full step
+    svc = [per_token * x for x in pts]
+    es = sum(svc) / len(svc)
+    es2 = sum(s * s for s in svc) / len(svc)
+    wq, w50, w95, rho = prefill_wait(lam, es, es2, ld.servers)
+
+    def own(length: float) -> float:
+        n = max(1, math.ceil(length / room))
+        if n > 1:
+            return n * em.step(b, room, ctx, length / 2)
+        carry = lam * w.prompt_mean * em.step(b, length, ctx, length / 2)  # other prompts' tokens over its step
+        return em.step(b, min(room, length + carry), ctx, length / 2)
+
+    s50, s95 = own(med), own(p95)
+    # the step in flight when the prompt comes: uniform over a step, always one on a decoding rank; a prefill rank
+    # steps only while it has prompts, so an arrival finds one about as often as a step holds an arrival
+    t_in, busy = (t_bar, 1.0) if b else (own(w.prompt_mean), min(1.0, lam * own(w.prompt_mean)))
+
+    def in_flight(u: float) -> float:
+        return max(0.0, u - (1 - busy)) / busy * t_in if busy > 0 else 0.0
+
+    r50, r95 = in_flight(0.5), in_flight(0.95)
+    p50 = s50 + w50 + r50 + extra
+    # p95 of (own prefill + wait + step in flight), independent: the medians plus the root-sum-square of the tails
+    p95v = s50 + w50 + r50 + math.hypot(s95 - s50, w95 - w50, r95 - r50) + extra
+    mean = own(w.prompt_mean) + wq + busy * t_in / 2 + extra
     return p50, p95v, mean, rho
 
 
@@ -624,19 +668,26 @@ def aggregated(em: EngineModel, b: float, w: Workload, lam: float | None = None,
     return Point(b, rate, t_bar, tpot95, p50, p95, mean, rho, phi, t_dec, pf.t_step, e2e, rho < 1)
 
 
-def with_slot_queue(p: Point, slots: int, cv2: float, queue: tuple = (1, False), hold_full: float = 0.0) -> Point:
+def with_slot_queue(p: Point, slots: int, cv2: float, queue: tuple = (1, False), holds: tuple = (0.0, None)) -> Point:
     """``p`` (one rank under open traffic at ``p.lam``) with the wait for one of its ``slots`` sequence slots
     (max_num_seqs) added: TTFT mean and E2E grow by the wait's mean, TTFT p50 by the wait's p50, TTFT p95 is the
     bound of ``with_wait_p95``. ``e2e`` is then the client's (queued time included). ``queue`` = (ranks, jsq):
     ``ranks`` share one queue (the DP ranks of one engine: vLLM's internal load balancer sends each request to the
     least loaded rank), so it has ``ranks x slots`` servers and ``ranks x p.lam`` arrivals; ``jsq``: the ranks are
-    engines a least-loaded router picks from (``queueing.jsq_wait``); ``hold_full``: a request's hold when every
-    slot decodes (the pace the slots free at when an arrival waits). A rank whose slots are offered more than they
-    hold is unstable."""
+    engines a least-loaded router picks from (``queueing.jsq_wait``); ``holds`` = (``hold_full``, ``hold_at``):
+    a request's hold when every slot decodes (the pace the slots free at when an arrival waits) and, for policy
+    ``slot_queue: chain``, its hold with ``m`` slots of its rank busy, ``hold_at(m)``; given, the wait is
+    ``queueing.chain_slot_wait``'s (holds that grow with the batch), else Erlang C on the mean hold ``p.e2e``. A rank
+    whose slots are offered more than they hold is unstable."""
     if not p.stable:
         return p
     ranks, jsq = queue
-    sw = slot_wait(p.lam * ranks, slots * ranks, p.e2e, cv2, hold_full)
+    hold_full, hold_at = holds
+    if hold_at is not None:
+        slow = p.tpot_p50 / p.t_decode if p.t_decode > 0 else 1.0
+        sw = chain_slot_wait(p.lam * ranks, (slots, ranks), (hold_at, hold_full), cv2, (1 + slow * slow) / 2)
+    else:
+        sw = slot_wait(p.lam * ranks, slots * ranks, p.e2e, cv2, hold_full)
     if jsq:
         sw = jsq_wait(sw, slots, max(p.e2e, hold_full), cv2)
     if not sw.stable:

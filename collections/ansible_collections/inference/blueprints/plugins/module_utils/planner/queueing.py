@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 Z95 = 1.6449  # standard normal 95th percentile
 _NORMAL = statistics.NormalDist()
@@ -73,6 +73,7 @@ class SlotWait:
     rho: float  # offered / slots
     prob: float  # P(an arrival waits), Erlang C
     rate: float  # slots / hold - lam, scaled to M/G/c: the decay rate of the wait's tail, 1/s
+    busy95: float = 0.0  # slots of a rank busy at the 95th percentile of time (chain_slot_wait; 0: not modelled)
 
     @property
     def stable(self) -> bool:
@@ -134,6 +135,47 @@ def slot_wait(lam: float, slots: int, hold: float, cv2: float = 1.0, hold_full: 
     return SlotWait(offered / slots, erlang_c(slots, offered), drain / _mgc_scale(slots, offered / slots, cv2))
 
 
+def chain_slot_wait(lam: float, queue: tuple, holds: tuple, cv2: float, spread: float = 1.0) -> SlotWait:
+    """The wait for one of ``ranks x slots`` sequence slots fed at ``lam`` (Poisson) when a request's hold depends on
+    how many slots of its rank are busy (policy ``slot_queue: chain``, docs/planner.md "TTFT and queueing"): a bigger
+    decode batch is a longer step. ``queue`` = (slots, ranks); ``holds`` = (``hold_at``, ``hold_full``):
+    ``hold_at(m)`` a request's hold with ``m`` slots of its rank busy, ``hold_full`` its hold when the rank is full;
+    ``spread``: how much wider than a birth-death chain's the occupancy's noise is (1: none).
+
+    A birth-death chain over ``n``, the requests at the queue's ranks: they leave at ``n / hold_at(n / ranks)`` below
+    ``N = ranks x slots`` and at ``N / hold_full`` from ``N`` on, a geometric tail. Every running request advances
+    a token a step, a processor-sharing queue whose occupancy does not depend on the holds' spread. Prefill bursts
+    that stall a whole rank make its noise ``spread`` times larger: the chain's log-probabilities are divided by it,
+    which keeps its mode and widens it. An arrival waits when it finds ``n >= N`` (Poisson arrivals see time
+    averages), and a wait is exponential at the full rank's drain ``N / hold_full - lam``, scaled to M/G/c as
+    ``slot_wait`` (``_mgc_scale``). With one hold for every ``m`` and no spread this is Erlang C. ``busy95``: the
+    slots of a rank busy at the occupancy's 95th percentile."""
+    slots, ranks = max(1, int(queue[0])), max(1, int(queue[1]))
+    hold_at, hold_full = holds
+    n_max = slots * ranks
+    if lam <= 0:
+        return SlotWait(0.0, 0.0, math.inf)
+    rho = lam * hold_full / n_max
+    if math.isinf(hold_full) or rho >= 1:
+        return SlotWait(max(1.0, rho) if not math.isinf(hold_full) else math.inf, 1.0, 0.0)
+    logp, acc = [0.0], 0.0
+    for n in range(1, n_max):
+        acc += math.log(lam * hold_at(n / ranks) / n) / spread
+        logp.append(acc)
+    logp.append(acc + math.log(rho) / spread)  # n = N: the full rank's departures
+    top = max(logp)
+    below = sum(math.exp(x - top) for x in logp[:n_max])
+    waiting = math.exp(logp[n_max] - top) / (1 - rho ** (1 / spread))  # n >= N, the geometric tail
+    drain = n_max / hold_full - lam
+    total, acc, n95 = below + waiting, 0.0, n_max
+    for n in range(n_max):
+        acc += math.exp(logp[n] - top)
+        if acc >= 0.95 * total:
+            n95 = n
+            break
+    return SlotWait(rho, waiting / total, drain / _mgc_scale(n_max, rho, cv2), n95 / ranks)
+
+
 def jsq_wait(central: SlotWait, slots: int, hold: float, cv2: float = 1.0) -> SlotWait:
     """The wait for a slot when a least-loaded router sends each arrival to one of several members of ``slots``
     servers each (holds of ``hold`` seconds when every slot is busy, squared CV ``cv2``), ``central`` the queue of all
@@ -146,7 +188,7 @@ def jsq_wait(central: SlotWait, slots: int, hold: float, cv2: float = 1.0) -> Sl
     if not central.stable or central.prob <= 0 or central.rate <= 0 or math.isinf(central.rate):
         return central
     residual = (1 + max(0.0, cv2)) / 2 * hold / max(1, slots)
-    return SlotWait(central.rho, central.prob, 1 / max(1 / central.rate, residual))
+    return replace(central, rate=1 / max(1 / central.rate, residual))
 
 
 def lognormal_cv2(mean: float, p95: float) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from . import calibration as calib
 from . import latency as lt
-from . import perf, routing, units
+from . import perf, routing, slots, units
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
@@ -153,6 +153,7 @@ def workload(run: Run) -> lt.Workload:
         float(t["output_tokens_mean"]),
         int(run.pol["max_num_batched_tokens"] or DEFAULT_BUDGET),
         float(t["output_tokens_p95"]),
+        run.pol.get("slot_queue") or "erlang",
     )
 
 
@@ -353,7 +354,9 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
         )
     p, servers, pre = open_rank(em, dem, ranks, batch, full)
     jsq = routing.jsq(dem.router, servers, em.lay.dp)
-    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), full.e2e if pre > 1 else 0.0)
+    if dem.work.queue == "chain":
+        return slots.chain_point(em, dem.work, (p, servers, pre, jsq), (dem.lam / ranks, batch), full)
+    return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), (full.e2e if pre > 1 else 0.0, None))
 
 
 def open_rank(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Point) -> tuple:

@@ -270,7 +270,12 @@ def _compare(run: Run, s, rates: Rates, dis) -> tuple[bool, str, dict]:
             f"neither option fits the hardware: its GPUs carry {r(a_share * 100, 0)} % of the traffic aggregated, "
             f"{r(d_share * 100, 0)} % as P/D"
         )
-        if round(d_share, 3) != round(a_share, 3):
+        # a share is known to one engine of its option: closer than the smaller engine's share is the same share
+        grain = min(
+            1 / ch.replicas if agg_ok and ch.replicas else 1.0,
+            1 / dis.decode.replicas if dis.decode is not None and dis.decode.replicas else 1.0,
+        )
+        if abs(d_share - a_share) >= grain - 1e-9:
             split = d_share > a_share
             return split, f"{'disaggregate' if split else 'stay aggregated'}: {over}; {both}", doc
         # the same share either way: the option that plans more of the GPUs there are (the SLOs are missed, so none
