@@ -544,6 +544,13 @@ def prefill_wait(lam: float, es: float, es2: float, servers: int) -> tuple[float
     return sw.mean, sw.p50, sw.p95, sw.rho
 
 
+def _prompt_queue(per_token: float, pts: list, lam: float, servers: int) -> tuple[float, float, float, float]:
+    """``prefill_wait`` for prompts of the quantile lengths ``pts``, each served ``per_token`` seconds a token."""
+    svc = [per_token * x for x in pts]
+    es = sum(svc) / len(svc)
+    return prefill_wait(lam, es, sum(x * x for x in svc) / len(svc), servers)
+
+
 def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
     """TTFT p50 / p95 / mean and the prefill utilisation: an M/G/1 queue whose server is the rank's prefill (each
     prompt occupies its token share of the prefill steps), plus the prompt's own step(s), the step in flight,
@@ -553,11 +560,7 @@ def _ttft(em: EngineModel, w: Workload, pf: Prefill, ld: RankLoad):
         return _ttft_tokens(em, w, ld)
     b, lam, t_bar, extra = ld.b, ld.lam, ld.t_bar, ld.extra
     med, p95, pts = prompt_points(w.prompt_mean, w.prompt_p95)
-    scale = pf.share / w.prompt_mean
-    svc = [scale * x for x in pts]
-    es = sum(svc) / len(svc)
-    es2 = sum(s * s for s in svc) / len(svc)
-    wq, w50, w95, rho = prefill_wait(lam, es, es2, ld.servers)
+    wq, w50, w95, rho = _prompt_queue(pf.share / w.prompt_mean, pts, lam, ld.servers)
 
     def own(length: float, k: float) -> float:
         n, t = _chunk_step(em, b, w, k, length)
@@ -594,10 +597,7 @@ def _ttft_tokens(em: EngineModel, w: Workload, ld: RankLoad):
     med, p95, pts = prompt_points(w.prompt_mean, w.prompt_p95)
     room, ctx = _room(w, b), _ctx(w, b)
     per_token = em.step(b, room, ctx, w.prompt_mean / 2) / room  # a token's share of a full step
-    svc = [per_token * x for x in pts]
-    es = sum(svc) / len(svc)
-    es2 = sum(s * s for s in svc) / len(svc)
-    wq, w50, w95, rho = prefill_wait(lam, es, es2, ld.servers)
+    wq, w50, w95, rho = _prompt_queue(per_token, pts, lam, ld.servers)
 
     def own(length: float) -> float:
         n = max(1, math.ceil(length / room))
@@ -606,10 +606,10 @@ def _ttft_tokens(em: EngineModel, w: Workload, ld: RankLoad):
         carry = lam * w.prompt_mean * em.step(b, length, ctx, length / 2)  # other prompts' tokens over its step
         return em.step(b, min(room, length + carry), ctx, length / 2)
 
-    s50, s95 = own(med), own(p95)
+    s50, s95, s_mean = own(med), own(p95), own(w.prompt_mean)
     # the step in flight when the prompt comes: uniform over a step, always one on a decoding rank; a prefill rank
     # steps only while it has prompts, so an arrival finds one about as often as a step holds an arrival
-    t_in, busy = (t_bar, 1.0) if b else (own(w.prompt_mean), min(1.0, lam * own(w.prompt_mean)))
+    t_in, busy = (t_bar, 1.0) if b else (s_mean, min(1.0, lam * s_mean))
 
     def in_flight(u: float) -> float:
         return max(0.0, u - (1 - busy)) / busy * t_in if busy > 0 else 0.0
@@ -618,7 +618,7 @@ def _ttft_tokens(em: EngineModel, w: Workload, ld: RankLoad):
     p50 = s50 + w50 + r50 + extra
     # p95 of (own prefill + wait + step in flight), independent: the medians plus the root-sum-square of the tails
     p95v = s50 + w50 + r50 + math.hypot(s95 - s50, w95 - w50, r95 - r50) + extra
-    mean = own(w.prompt_mean) + wq + busy * t_in / 2 + extra
+    mean = s_mean + wq + busy * t_in / 2 + extra
     return p50, p95v, mean, rho
 
 

@@ -164,12 +164,12 @@ def chain_slot_wait(lam: float, queue: tuple, holds: tuple, cv2: float, spread: 
         logp.append(acc)
     logp.append(acc + math.log(rho) / spread)  # n = N: the full rank's departures
     top = max(logp)
-    below = sum(math.exp(x - top) for x in logp[:n_max])
-    waiting = math.exp(logp[n_max] - top) / (1 - rho ** (1 / spread))  # n >= N, the geometric tail
+    p = [math.exp(x - top) for x in logp]
+    waiting = p[n_max] / (1 - rho ** (1 / spread))  # n >= N, the geometric tail
     drain = n_max / hold_full - lam
-    total, acc, n95 = below + waiting, 0.0, n_max
+    total, acc, n95 = sum(p[:n_max]) + waiting, 0.0, n_max
     for n in range(n_max):
-        acc += math.exp(logp[n] - top)
+        acc += p[n]
         if acc >= 0.95 * total:
             n95 = n
             break

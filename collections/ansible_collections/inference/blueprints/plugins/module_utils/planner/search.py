@@ -153,7 +153,7 @@ def workload(run: Run) -> lt.Workload:
         float(t["output_tokens_mean"]),
         int(run.pol["max_num_batched_tokens"] or DEFAULT_BUDGET),
         float(t["output_tokens_p95"]),
-        run.pol.get("slot_queue") or "erlang",
+        run.pol["slot_queue"],
     )
 
 
@@ -355,7 +355,9 @@ def _agg_at(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.Po
     p, servers, pre = open_rank(em, dem, ranks, batch, full)
     jsq = routing.jsq(dem.router, servers, em.lay.dp)
     if dem.work.queue == "chain":
-        return slots.chain_point(em, dem.work, (p, servers, pre, jsq), (dem.lam / ranks, batch), full)
+        q = slots.chain_point(em, dem.work, (p, servers, pre, jsq), (dem.lam / ranks, batch), full)
+        if q is not None:
+            return q
     return lt.with_slot_queue(p, batch, dem.work.hold_cv2, (servers, jsq), (full.e2e if pre > 1 else 0.0, None))
 
 

@@ -39,19 +39,18 @@ def hold_curve(em: lt.EngineModel, w: lt.Workload, load: tuple, batch: int):
     return hold_at
 
 
-def chain_point(em: lt.EngineModel, w: lt.Workload, rank: tuple, load: tuple, full: lt.Point) -> lt.Point:
+def chain_point(em: lt.EngineModel, w: lt.Workload, rank: tuple, load: tuple, full: lt.Point) -> lt.Point | None:
     """One rank under open traffic with its slot wait from the chain. ``rank`` = (its point before the wait, the
     ranks sharing its queue, the ranks sharing its prefill queue, whether a least-loaded router commits a waiting
     request to one engine); ``load`` = (the rank's arrival rate, its slots); ``full``: the rank with every slot busy.
     A request's TPOT p95 is the step time of the busy hours: the rank at the slots busy 5 % of the time, when that is
-    more than the mean."""
+    more than the mean. None where the chain does not apply (an unstable rank, or some batch's own prefill queue does
+    not drain): the caller keeps Erlang C over the mean hold."""
     p, servers, pre, jsq = rank
     lam, batch = load
-    if not p.stable:
-        return p
-    hold_at = hold_curve(em, w, (lam, pre), batch)
-    if hold_at is None:  # some batch's own prefill queue does not drain: Erlang C over the mean hold
-        return lt.with_slot_queue(p, batch, w.hold_cv2, (servers, jsq), (full.e2e if pre > 1 else 0.0, None))
+    hold_at = hold_curve(em, w, (lam, pre), batch) if p.stable else None
+    if hold_at is None:
+        return None
     hold_full = max(hold_at(float(batch)), full.e2e)
     q = lt.with_slot_queue(p, batch, w.hold_cv2, (servers, jsq), (hold_full, hold_at))
     if q.stable and q.slots is not None and q.slots.busy95 > p.b:
