@@ -28,9 +28,14 @@ SERVED = "Qwen3.5-35B-A3B"  # what the intent says clients send (models[].served
 BENCH = {"max_requests": 24, "max_seconds": 40, "rate_scale": 6}
 
 
-def _inventory(tmp_path: Path) -> Path:
+def _inventory(tmp_path: Path, ttft_slo_ms: int = 1500) -> Path:
     inv = tmp_path / "inventory"
     shutil.copytree(INVENTORIES / "example-edge-fleet", inv)
+    if ttft_slo_ms != 1500:
+        fleet = inv / "group_vars" / "edge_fleet" / "fleet.yml"
+        text = fleet.read_text()
+        assert text.count("ttft_p95_ms: 1500") == 1
+        fleet.write_text(text.replace("ttft_p95_ms: 1500", f"ttft_p95_ms: {ttft_slo_ms}"))
     return inv
 
 
@@ -51,7 +56,11 @@ def _verify(inv: Path, endpoints, tmp_path: Path, **extra):
 
 
 def test_inside_the_slo_verify_passes_writes_the_report_and_the_calibration(mocks, tmp_path):
-    inv = _inventory(tmp_path)
+    # The mock's TTFT is fixed, not per token, and a loaded machine adds to it: read as a prefill rate (the fastest
+    # quarter's prompt tokens / TTFT) and carried to the site's 3000-token p95 prompts, a 514-token TTFT above about
+    # 300 ms leaves no layout for a 1500 ms SLO (a CI run measured that; the outside test below shows the warning).
+    # An SLO of 12 s keeps a refit for every measurement the figures check below accepts (TTFT p95 under 1.5 s).
+    inv = _inventory(tmp_path, ttft_slo_ms=12000)
     urls = mocks.start(MODEL, "serve", SERVED, 1, latency=(60, 8))
     run = _verify(inv, urls, tmp_path)
     assert run.rc == 0, run.failure_messages() or run.stdout[-3000:]
@@ -68,7 +77,7 @@ def test_inside_the_slo_verify_passes_writes_the_report_and_the_calibration(mock
     md = Path(res["report"]).read_text()
     assert "TTFT p50 / p95 / p99" in md and "qwen-edge-ttft-cdf.svg" in md
     svg = (Path(res["report"]).parent / "qwen-edge-ttft-cdf.svg").read_text()
-    assert "<svg" in svg and "SLO 1500 ms" in svg
+    assert "<svg" in svg and "SLO 12000 ms" in svg
     assert (Path(res["report"]).parent / "qwen-edge-throughput.svg").is_file()
 
     # calibration: host_vars/<cluster>.yml moved into host_vars/<cluster>/ (Ansible would read only the directory)
@@ -114,13 +123,20 @@ def test_outside_the_slo_verify_fails_naming_model_percentile_and_figure(mocks, 
     assert "TPOT" not in msg.split("(report")[0], msg  # TPOT was met and is not blamed
     assert not (inv / "host_vars" / HOST).exists()  # calibrate: false writes nothing
 
-    # not enforced: the same figures are a warning and the run passes
-    lenient = _verify(inv, urls, tmp_path, slo_benchmark={**BENCH, "max_requests": 12}, verify_slo_enforce=False,
-                      verify_slo_calibrate=False)  # fmt: skip
+    # not enforced: the same figures are a warning and the run passes. It calibrates: 2 s for a 514-token prompt is
+    # read as a prefill too slow for the site's 3000-token p95 prompts within 1.5 s on its one GPU, so the refit
+    # finds no layout and the task warns naming the file it wrote and why, before the next plan run fails on it
+    lenient = _verify(inv, urls, tmp_path, slo_benchmark={**BENCH, "max_requests": 12}, verify_slo_enforce=False)
     assert lenient.rc == 0, lenient.failure_messages()
     res = lenient.results_of("inference.blueprints.slo_benchmark")[0]
     assert res["passed"] is False and res["findings"][0]["percentile"] == "p95"
     assert res["findings"][0]["metric"] == "TTFT" and res["findings"][0]["value_ms"] > 1500
+    cal_file = inv / "host_vars" / HOST / "calibration.yml"
+    (row,) = res["calibration"]["before_after"]
+    assert "cannot be met by any layout" in row["error"] and "ttft_p95_ms" in row["error"], row
+    (warn,) = [w for w in res["warnings"] if "leaves no plan" in w]
+    assert f"the calibration written to {cal_file} leaves no plan for this cluster" in warn, warn
+    assert "not re-planned" in Path(res["report"]).read_text()
 
 
 def test_bad_benchmark_options_name_their_path(tmp_path):

@@ -81,6 +81,12 @@ class ActionModule(intents_mod.IntentAction):
             inventory_dir = args["inventory_dir"] or task_vars.get("inventory_dir")
             cal = self._calibrate(intent, host, models, inventory_dir, task_vars, engines=engines)
             result["changed"] = bool(cal and cal.get("entries"))
+            warnings += [
+                f"the calibration written to {cal['file']} leaves no plan for this cluster: {row['error']} (measure "
+                "again, or edit or remove the entry, before the next run)"
+                for row in (cal or {}).get("before_after", [])
+                if "error" in row
+            ]
         meta = {"cluster": host, "site": intent["site"]["name"], "enforce": args["enforce"]}
         written = report.write(directory, meta, models, cal)
         doc = written["document"]
