@@ -146,9 +146,10 @@ def arrivals_for(lam: float, hold_s: float, holds: float = 30.0, least: int = 20
     return int(min(most, max(least, holds * lam * max(hold_s, 0.0))))
 
 
-def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 4000) -> Result:
-    """Run ``n`` Poisson arrivals at ``lam`` a second through the fleet; ``prompt`` and ``output``: (mean, p95)."""
-    rnd = random.Random(7)
+def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 4000, *, seed: int = 7) -> Result:  # noqa: PLR0913
+    """Run ``n`` Poisson arrivals at ``lam`` a second through the fleet; ``prompt`` and ``output``: (mean, p95);
+    ``seed``: another seed is another sample of the same traffic (the bench reads the figures' own noise from it)."""
+    rnd = random.Random(seed)
     draw_prompt, draw_output = _lognormal(rnd, *prompt), _lognormal(rnd, *output)
     ranks = [_Rank() for _ in range(fleet.engines * fleet.dp)]
     events: list = [(rnd.expovariate(lam), 0, -1, None)]  # (time, seq, rank index or -1 for an arrival, payload)
@@ -205,4 +206,14 @@ def simulate(fleet: Fleet, lam: float, prompt: tuple, output: tuple, n: int = 40
         sorted(x for a, x in tpot if a >= cut),
         sorted(s - a for a, _x, s in kept),
         sorted(a + x - s for a, x, s in kept),
+    )
+
+
+def pool(results: list) -> Result:
+    """Independent runs (other seeds) as one sample: their per-request figures together."""
+    return Result(
+        sorted(x for r in results for x in r.ttft),
+        sorted(x for r in results for x in r.tpot),
+        sorted(x for r in results for x in r.wait),
+        sorted(x for r in results for x in r.after),
     )
