@@ -6,11 +6,13 @@
 own step times, slots, chunked prefill, the router's policy) as the oracle of the planner's closed-form queueing,
 and the router's policy as an input of the plan.
 
-The whole grid against the simulation is tests/bench/test_planner_queue_sim_bench.py (about a minute); these are
-the cheap cases: a few grid points and the long-context RAG case of the issue."""
+The whole grid against the simulation is tests/bench/test_planner_queue_sim_bench.py (about 25 minutes: eight runs
+of 100 holds pooled per engine); these are the cheap cases: a few grid points and the long-context RAG case of the
+issue."""
 
 from __future__ import annotations
 
+import bisect
 import copy
 import functools
 
@@ -108,15 +110,11 @@ SAMPLE = ("70b-h100-chat", "dsv3-h200-chat", "30b-h200-mid")
 KNOWN_GAPS = {
     ("70b-h100-chat", "prefill_ttft"): "closed form 0.41 s, simulated 0.47 s (0.88x): not explained yet",
     ("30b-h200-mid", "prefill_ttft"): "closed form 0.18 s, simulated 0.13 s (1.37x, conservative): not explained yet",
-    ("dsv3-h200-chat", "prefill_ttft"): (
-        "closed form 0.70 s, simulated 0.50 s (1.38x, conservative): under router random each DP rank's prefill is "
-        "its own M/G/1 queue, while vLLM's internal balancer sends each request to the least loaded rank of the "
-        "engine (the simulation does); router least_loaded models the ranks as one queue"
-    ),
     # an aggregated engine's TTFT p95 under the simulation's: the slot wait of a nearly full rank (docs/planner.md
     # "Limitations"; the bench lists every point)
     ("27b-h100-long", "serve_ttft"): (
-        "closed form 2.00 s, simulated 6.40 s (0.31x, optimistic; SLO 3 s): a prompt admitted into a full rank slows "
+        "closed form 2.00 s, simulated 5.4-6.7 s (two pools of four runs; SLO 3 s): a prompt admitted into a full "
+        "rank slows "
         "every sequence of it, so its slots free slower when an arrival waits, which Erlang C over a mean hold misses "
         "(policy slot_queue: chain models it, test_the_chain_plan_keeps_the_ttft_it_promises)"
     ),
@@ -155,12 +153,18 @@ def test_prefill_pool_ttft_p95_matches_the_simulation(pid):
     _check((pid, "prefill_ttft"), pool.ttft_p95, sim.ttft_p95)
 
 
+# an aggregated engine's TTFT p95 is noisy where plans land (5-10 % of arrivals wait for a slot): one run of 30 holds
+# differs from another seed's by 25 % (median over the grid), so these checks pool four runs
+SEEDS, HOLDS = range(7, 11), 30.0
+
+
 def test_an_aggregated_engines_ttft_p95_against_the_simulation():
-    """TTFT p95 of the plan's aggregated engine (the slot wait with its prefill) against the simulation, over 30 of
-    its holds: within 10 % is the goal; the point's gap is listed, measured, until the slot wait is modelled."""
+    """TTFT p95 of the plan's aggregated engine (the slot wait with its prefill) against the simulation (four runs of
+    30 holds pooled): within 10 % is the goal; the point's gap is listed, measured, until the slot wait is
+    modelled."""
     pid = "27b-h100-long"
     serve = _cases(pid)["serve"]
-    sim = qs.simulate(serve.fleet, serve.lam, serve.prompt, serve.output, n=qs.arrivals_for(serve.lam, serve.hold))
+    sim = qs.pool(sf.runs(serve, SEEDS, HOLDS))
     _check((pid, "serve_ttft"), serve.ttft_p95, sim.ttft_p95)
 
 
@@ -207,20 +211,22 @@ def _serve_sim(pid: str, queue: str) -> tuple:
     inp["policy"] = dict(inp.get("policy") or {}, slot_queue=queue)
     inp = od.plan_for_traffic(inp)[1]
     serve = next(c for c in sf.cases(inp) if c.fleet.decode)
-    sim = qs.simulate(serve.fleet, serve.lam, serve.prompt, serve.output, n=qs.arrivals_for(serve.lam, serve.hold))
-    return serve, sim, pt["planner_inputs"]["slo"]["ttft_p95_ms"] / 1000
+    return serve, qs.pool(sf.runs(serve, SEEDS, HOLDS)), pt["planner_inputs"]["slo"]["ttft_p95_ms"] / 1000
 
 
 @pytest.mark.parametrize("pid", ["35b-h100x16-chat", "70b-h100-rag", "70b-h100-pd-long"])
 def test_the_chain_plan_keeps_the_ttft_it_promises(pid):
     """Points whose plan under Erlang C (``slot_queue: erlang``) promises a TTFT p95 its engines miss under Poisson
-    arrivals (the simulation): the plan under ``slot_queue: chain`` sizes engines that keep it, and its figure is
-    within 25 % of the simulation's."""
+    arrivals (the simulation, four runs pooled): the plan under ``slot_queue: chain`` sizes engines that keep it, and
+    its figure is no lower than the simulation's 93rd percentile (Erlang C's: its 74th-90th). The ratio of the two p95s
+    is not asserted: on these points two pools of four runs differ by up to 1.6x (35b-h100x16-chat 0.46 s and 0.30 s
+    against the chain's 0.61 s, the simulation's p98-p99)."""
     erlang, erlang_sim, slo = _serve_sim(pid, "erlang")
     assert erlang.ttft_p95 <= slo < erlang_sim.ttft_p95, (erlang.ttft_p95, erlang_sim.ttft_p95, slo)
     chain, chain_sim, _slo = _serve_sim(pid, "chain")
     assert chain.ttft_p95 <= slo and chain_sim.ttft_p95 <= slo, (chain.ttft_p95, chain_sim.ttft_p95, slo)
-    assert chain.ttft_p95 == pytest.approx(chain_sim.ttft_p95, rel=0.25)
+    level = bisect.bisect_right(chain_sim.ttft, chain.ttft_p95) / len(chain_sim.ttft)
+    assert level >= 0.93, (chain.ttft_p95, chain_sim.ttft_p95, level)
     assert chain.tpot_p95 == pytest.approx(chain_sim.tpot_p95, rel=WITHIN)
 
 

@@ -6,8 +6,10 @@
 "TTFT and queueing").
 
 ``random`` (the default until the oracle grid is regenerated with the other, docs/planner.md): the router splits
-the arrivals evenly at random over the engines; each engine's DP ranks share one slot queue (vLLM's internal load
-balancer sends each request to its least loaded rank), engines do not, and each rank's prefill is its own queue.
+the arrivals evenly at random over the engines; each engine's DP ranks share one queue, for slots and for prefill
+(vLLM's internal load balancer sends each request to its least loaded rank), engines do not. Until 2026-11-30 each
+rank's prefill was its own M/G/1 queue under ``random``: 1.4-2.8x the simulation's TTFT p95 on the P/D prefill pools
+of DP-attention MoE engines (tests/unit/planner/test_queue_sim.py, dsv3-h200-chat 0.70 s against 0.50).
 ``least_loaded``: the router sends each request to the engine with the least outstanding work (llm-d's
 inference scheduler scores queue depth and KV use, llm-d/llm-d-inference-scheduler's load-aware scorers), so every
 rank of the pool serves one queue: join-the-shortest-queue over ``n`` servers is close to one M/G/n queue (checked
@@ -19,9 +21,11 @@ POLICIES = ("least_loaded", "random")
 
 
 def prefill_servers(router: str, ranks: int) -> int:
-    """Ranks whose prefill serves one queue: every rank of the pool with a least-loaded router; with ``random``
-    one (each rank its own M/G/1 queue, the model the oracle grid was checked with)."""
-    return max(1, int(ranks)) if router == "least_loaded" else 1
+    """Ranks whose prefill serves one queue: the ranks of ``shared_queue`` (every rank of the pool with a
+    least-loaded router; an engine's DP ranks with ``random``, vLLM's balancer sending each request to its least
+    loaded rank)."""
+    del router  # the ranks already say which share a queue
+    return max(1, int(ranks))
 
 
 def shared_queue(router: str, lam: float, engines: int, dp: int) -> tuple[float, int]:
