@@ -26,16 +26,20 @@ MODEL = "qwen-edge"
 SERVED = "Qwen3.5-35B-A3B"  # what the intent says clients send (models[].served_name, default the id)
 # bounded load: at most 24 requests or 40 s, 6 x the planned 0.5 req/s
 BENCH = {"max_requests": 24, "max_seconds": 40, "rate_scale": 6}
+EXAMPLE_SLO = {"ttft_p95_ms": 1500, "tpot_p95_ms": 60}
 
 
-def _inventory(tmp_path: Path, ttft_slo_ms: int = 1500) -> Path:
+def _inventory(tmp_path: Path, slo: dict | None = None) -> Path:
+    """The edge example's inventory; ``slo``: SLO figures (ms) to write over the example's."""
     inv = tmp_path / "inventory"
     shutil.copytree(INVENTORIES / "example-edge-fleet", inv)
-    if ttft_slo_ms != 1500:
-        fleet = inv / "group_vars" / "edge_fleet" / "fleet.yml"
-        text = fleet.read_text()
-        assert text.count("ttft_p95_ms: 1500") == 1
-        fleet.write_text(text.replace("ttft_p95_ms: 1500", f"ttft_p95_ms: {ttft_slo_ms}"))
+    fleet = inv / "group_vars" / "edge_fleet" / "fleet.yml"
+    text = fleet.read_text()
+    for key, ms in (slo or {}).items():
+        old = f"{key}: {EXAMPLE_SLO[key]}"
+        assert text.count(old) == 1, old
+        text = text.replace(old, f"{key}: {ms}")
+    fleet.write_text(text)
     return inv
 
 
@@ -56,18 +60,19 @@ def _verify(inv: Path, endpoints, tmp_path: Path, **extra):
 
 
 def test_inside_the_slo_verify_passes_writes_the_report_and_the_calibration(mocks, tmp_path):
-    # The mock's TTFT is fixed, not per token, and a loaded machine adds to it: read as a prefill rate (the fastest
-    # quarter's prompt tokens / TTFT) and carried to the site's 3000-token p95 prompts, a 514-token TTFT above about
-    # 300 ms leaves no layout for a 1500 ms SLO (a CI run measured that; the outside test below shows the warning).
-    # An SLO of 12 s keeps a refit for every measurement the figures check below accepts (TTFT p95 under 1.5 s).
-    inv = _inventory(tmp_path, ttft_slo_ms=12000)
+    # make test's load stretches the mock's figures: a CI run measured a 514-token TTFT above 300 ms (read as a
+    # prefill rate and carried to the site's 3000-token p95 prompts, no layout meets 1500 ms: the outside test below
+    # shows that warning), an emulation TPOT p95 164 ms against the mock's 8 ms and one connect timeout in 24. So this
+    # test sets SLOs of 12 s and 400 ms and allows 10 % errors: it checks the report, the calibration and the refit,
+    # and the outside test checks that a missed SLO fails.
+    inv = _inventory(tmp_path, {"ttft_p95_ms": 12000, "tpot_p95_ms": 400})
     urls = mocks.start(MODEL, "serve", SERVED, 1, latency=(60, 8))
-    run = _verify(inv, urls, tmp_path)
+    run = _verify(inv, urls, tmp_path, slo_benchmark={**BENCH, "max_error_rate": 0.1})
     assert run.rc == 0, run.failure_messages() or run.stdout[-3000:]
     res = run.results_of("inference.blueprints.slo_benchmark")[0]
     assert res["passed"] is True and res["findings"] == []
     figures = res["models"][MODEL]["figures"]
-    assert 60 <= figures["ttft"]["p95"] < 1500 and 8 <= figures["tpot"]["p95"] < 60, figures
+    assert 60 <= figures["ttft"]["p95"] < 12000 and 8 <= figures["tpot"]["p95"] < 400, figures
     assert res["models"][MODEL]["goodput"]["fraction"] > 0.9
 
     report = json.loads(Path(res["report_json"]).read_text())
@@ -87,8 +92,8 @@ def test_inside_the_slo_verify_passes_writes_the_report_and_the_calibration(mock
     (entry,) = entries
     assert entry["model"] == "Qwen3.5-35B-A3B" and entry["gpu"] == "rtx-pro-6000"
     assert entry["vllm_version"] == "0.33.0" and entry["layout"] == {"tp": 1, "pp": 1, "dp": 1, "ep": 1}
-    # the mock decodes one token per ~8 ms: ~125 tokens/s per sequence at most
-    assert 40 < entry["decode_tokens_per_s_per_seq"] <= 125, entry
+    # the mock decodes one token per ~8 ms: ~125 tokens/s per sequence at most (and the TPOT SLO's 2.5 at least)
+    assert 2.5 < entry["decode_tokens_per_s_per_seq"] <= 125, entry
     assert entry["prefill_tokens_per_s"] > 0 and entry["prompt_tokens"] > 0 and entry["batch"] >= 1
     assert "verify run example-edge-fleet/store-berlin-001" in entry["source"]
     # the plan before and after: the mock is far slower than an RTX PRO 6000, so the refit needs more
