@@ -36,13 +36,11 @@ LEVEL_BAND = 0.02  # the simulation's quantile at the planner's TTFT p95: within
 SEEDS = tuple(range(7, 15))  # eight samples of the traffic, pooled; halves: the first four and the last four
 HOLDS = 100.0  # each run lasts 100 of the pool's holds (its first tenth warm-up)
 MOST = 400_000  # arrivals of one run at most (the batch example's engines: about 94000 for 100 holds)
-# (slot queue, point) -> why the closed form's TPOT p95 of its aggregated engine is off the simulation by more than
-# 10 % (measured on the grid of issue 36; docs/planner.md "Limitations")
+# (slot queue, point) -> why the closed form's TPOT p95 of its aggregated engine is off the pooled simulation by more
+# than 10 % (measured on the grid of issue 36 on 2026-11-30; docs/planner.md "Limitations")
 TPOT_OFF: dict = {
     ("erlang", "70b-h200x16-rag"): "24.4 ms against 19.6 (1.25x, conservative): the aggregated option, the plan is P/D",
-    ("erlang", "35b-h100-rag"): "21.6 ms against 19.6 (1.10x, conservative): not explained yet",
-    ("erlang", "30b-h200-batch-cap"): "37.2 ms against 41.5 (0.90x; SLO 200 ms): not explained yet",
-    ("erlang", "27b-h100-batch-cap"): "85.8 ms against 96.2 (0.89x; SLO 200 ms): not explained yet",
+    ("erlang", "27b-h100-batch-cap"): "85.8 ms against 96.8 (0.89x; SLO 200 ms): not explained yet",
     ("chain", "70b-h200x16-rag"): "25.7 ms against 19.6 (1.31x, conservative): the aggregated option, the plan is P/D",
 }
 
