@@ -21,6 +21,7 @@ from .queueing import (
     SlotWait,
     StepMix,
     chain_slot_wait,
+    erlang_c,
     jsq_wait,
     lognormal_cv2,
     mg1_wait,
@@ -599,17 +600,24 @@ def _ttft_tokens(em: EngineModel, w: Workload, ld: RankLoad):
     per_token = em.step(b, room, ctx, w.prompt_mean / 2) / room  # a token's share of a full step
     wq, w50, w95, rho = _prompt_queue(per_token, pts, lam, ld.servers)
 
+    # a prefill rank of a queue over several ranks (vLLM's balancer, a least-loaded router) is sent an arrival while
+    # it steps only when every rank is busy: Erlang C over them; a decoding rank always steps
+    crowd = 1.0
+    if not b and ld.servers > 1:
+        crowd = erlang_c(ld.servers, ld.servers * lam * em.step(0.0, min(room, w.prompt_mean), ctx, w.prompt_mean / 2))
+
     def own(length: float) -> float:
         n = max(1, math.ceil(length / room))
         if n > 1:
             return n * em.step(b, room, ctx, length / 2)
-        carry = lam * w.prompt_mean * em.step(b, length, ctx, length / 2)  # other prompts' tokens over its step
+        carry = crowd * lam * w.prompt_mean * em.step(b, length, ctx, length / 2)  # others' tokens over its step
         return em.step(b, min(room, length + carry), ctx, length / 2)
 
     s50, s95, s_mean = own(med), own(p95), own(w.prompt_mean)
     # the step in flight when the prompt comes: uniform over a step, always one on a decoding rank; a prefill rank
-    # steps only while it has prompts, so an arrival finds one about as often as a step holds an arrival
-    t_in, busy = (t_bar, 1.0) if b else (s_mean, min(1.0, lam * s_mean))
+    # steps only while it has prompts, so an arrival finds one about as often as a step holds an arrival (on a
+    # queue over several ranks, as often as every rank is busy)
+    t_in, busy = (t_bar, 1.0) if b else (s_mean, min(1.0, lam * s_mean) if ld.servers <= 1 else crowd)
 
     def in_flight(u: float) -> float:
         return max(0.0, u - (1 - busy)) / busy * t_in if busy > 0 else 0.0
