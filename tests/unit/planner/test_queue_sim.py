@@ -66,6 +66,15 @@ def test_the_router_policy_is_an_input_of_the_plan():
     assert least["policy"]["router"] == "least_loaded"
     assert plan(dict(_rag("random"), policy={}))["policy"]["router"] == "random"
     assert least["disaggregated"] and od.plan_gpus(least) <= 24 < od.plan_gpus(rand)
+    # the plan says which queue it computed: the router's and the slot queue's model
+    said = {name: p["latency"]["queueing_model"] for name, p in (("least", least), ("random", rand))}
+    assert "least loaded engine" in said["least"] and "even random split" not in said["least"], said
+    assert "even random split" in said["random"] and "Erlang C" in said["random"], said
+    chain = plan(dict(_rag("least_loaded"), policy=dict(_rag("least_loaded")["policy"], slot_queue="chain")))
+    assert (
+        "birth-death chain" in chain["latency"]["queueing_model"]
+        and "Erlang C" not in chain["latency"]["queueing_model"]
+    )
 
 
 @pytest.mark.parametrize(

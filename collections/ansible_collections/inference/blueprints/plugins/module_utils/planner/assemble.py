@@ -116,26 +116,53 @@ def _layout_doc(o: Outcome) -> dict:
     }
 
 
-QUEUEING = (
-    "per DP rank, prefill is an M/G/1 queue: Poisson arrivals at the planned rate, first come first served, service ="
-    " the prompt's share of the prefill steps (vLLM batches waiting prompts up to max_num_batched_tokens; the fewest "
-    "per step that keep the rank under target_utilization), log-normal prompt lengths fitted to mean and p95; mean "
-    "wait by Pollaczek-Khinchine, tail P(W > t) = rho exp(-rho t / E[W]); TTFT = own prefill step(s) + wait + the "
-    "step in flight + vLLM's per-request prefill overhead (+ the KV transfer for P/D); p95 combines the prefill and "
-    "wait tails as independent (medians + root-sum-square of the p95 excesses). Before that, a request waits for one "
-    "of its engine's sequence slots: an M/G/c queue (c = max_num_seqs x DP ranks, which vLLM's internal DP load "
-    "balancer pools; arrivals split evenly over the engines; each request holding a slot for its E2E), P(wait) = C by"
-    " Erlang C, a wait that happens exponential with the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for "
-    "constant holds, linear in the hold's CV^2 up to exponential, (1 + CV^2) / 2 above; CV from the output lengths' "
-    "log-normal); TTFT mean and p50 grow by the wait's, TTFT p95 is the exact 0.95 point of their sum (TTFT log-normal"
-    " through its p50 and p95, the wait 0 or exponential; integrated numerically). Replicas are the fewest whose TTFT "
-    "p95 meets the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, "
-    "where TTFT and TPOT keep the same share of headroom (policy batch_sizing: throughput keeps that largest batch); "
-    "the engine runs that max_num_seqs. P/D: a decode pool the fewest replicas whose slots are free"
-    f" at once for {(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool "
-    f"meeting TTFT at p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same "
-    "way, TTFT p95 counting the wait for a decode slot"
+_PREFILL_QUEUE = {
+    "random": "one queue per engine: its DP ranks share it (vLLM's balancer sends each request to the least loaded "
+    "rank), engines get an even random split of the arrivals",
+    "least_loaded": "one queue over every rank of the pool (the router sends each request to the least loaded "
+    "engine; a request that waits is committed to one rank and waits for it)",
+}
+_PREFILL = {
+    "erlang": "prefill is an M/G/1 queue (M/G/c over the ranks sharing it): Poisson arrivals at the planned rate, "
+    "first come first served, service = the prompt's share of the prefill steps (vLLM batches waiting prompts up to "
+    "max_num_batched_tokens; the fewest per step that keep the rank under target_utilization), log-normal prompt "
+    "lengths fitted to mean and p95; mean wait by Pollaczek-Khinchine, tail P(W > t) = rho exp(-rho t / E[W]); TTFT "
+    "= own prefill step(s) + wait + the step in flight + vLLM's per-request prefill overhead (+ the KV transfer for "
+    "P/D); p95 combines the prefill and wait tails as independent (medians + root-sum-square of the p95 excesses). ",
+    "chain": "prefill is a queue of tokens (policy slot_queue: chain): each step's token room filled with the admitted"
+    " prompts' chunks in arrival order, an M/G/1 queue whose server is a full step's room (M/G/c over the ranks "
+    "sharing it), the prompt's own chunks in steps shared with the tokens that arrive meanwhile, the step in flight "
+    "uniform over a step (on a prefill rank as often as a step is in flight, on a shared prefill queue as often as "
+    "every rank is busy); p95 combines the tails as independent (medians + root-sum-square). ",
+}
+_SLOTS = {
+    "erlang": "Before that, a request waits for one of its queue's sequence slots: an M/G/c queue (c = max_num_seqs x "
+    "the ranks sharing it; each request holding a slot for its E2E), P(wait) = C by Erlang C, a wait that happens "
+    "exponential with the M/M/c mean scaled to M/G/c (Cosmetatos' M/D/c factor for constant holds, linear in the "
+    "hold's CV^2 up to exponential, (1 + CV^2) / 2 above; CV from the output lengths' log-normal); ",
+    "chain": "Before that, a request waits for one of its queue's sequence slots: the requests at the queue a "
+    "birth-death chain whose holds grow with the slots busy (the planner's hold at nine batches), its spread widened "
+    "by the prefill bursts that stall a whole rank, a wait when it finds every slot busy, exponential at the full "
+    "rank's drain scaled to M/G/c; TPOT p95 at the occupancy the chain exceeds 5 % of the time; ",
+}
+_AFTER = (
+    "TTFT mean and p50 grow by the wait's, TTFT p95 is the exact 0.95 point of their sum (TTFT log-normal through its "
+    "p50 and p95, the wait 0 or exponential; integrated numerically). Replicas are the fewest whose TTFT p95 meets "
+    "the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, where TTFT and"
+    " TPOT keep the same share of headroom (policy batch_sizing: throughput keeps that largest batch); the engine runs"
+    " that max_num_seqs. P/D: a decode pool the fewest replicas whose slots are free at once for "
+    f"{(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool meeting TTFT at "
+    f"p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same way, TTFT p95 "
+    "counting the wait for a decode slot"
 )
+
+
+def queueing_model(router: str, slot_queue: str) -> str:
+    """How the plan computed its queueing, for the router and slot queue it used (the plan's
+    ``latency.queueing_model``)."""
+    return f"{_PREFILL_QUEUE[router]}; {_PREFILL[slot_queue]}{_SLOTS[slot_queue]}{_AFTER}"
+
+
 TPOT_DEF = (
     "per-request mean time between output tokens (vLLM's benchmark TPOT); p50 = the mean step time with prefill chunks"
     " mixed in at the arrival rate, p95 = the 95th percentile over requests: a request's decode steps plus the prefill"
@@ -185,7 +212,7 @@ def _latency_doc(run: Run, o: Outcome) -> dict:
     if missed:
         out["missed"] = missed  # which SLO, with its figure (slo_gate and the plan summary say it)
     out["calibrated"] = bool(s.eff.calibrated)
-    out["queueing_model"] = QUEUEING
+    out["queueing_model"] = queueing_model(run.pol.get("router") or "random", run.pol["slot_queue"])
     out["tpot_definition"] = TPOT_DEF
     out["speculative"] = (
         "not credited: the model plans the SLO without speculative tokens (acceptance depends on the traffic)"
