@@ -20,14 +20,6 @@ from __future__ import annotations
 POLICIES = ("least_loaded", "random")
 
 
-def prefill_servers(router: str, ranks: int) -> int:
-    """Ranks whose prefill serves one queue: the ranks of ``shared_queue`` (every rank of the pool with a
-    least-loaded router; an engine's DP ranks with ``random``, vLLM's balancer sending each request to its least
-    loaded rank)."""
-    del router  # the ranks already say which share a queue
-    return max(1, int(ranks))
-
-
 def shared_queue(router: str, lam: float, engines: int, dp: int) -> tuple[float, int]:
     """(arrival rate, ranks) of one queue when ``engines`` engines of ``dp`` ranks carry ``lam`` requests a second."""
     engines, dp = max(1, int(engines)), max(1, int(dp))

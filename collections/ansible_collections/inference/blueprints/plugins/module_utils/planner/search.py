@@ -366,7 +366,7 @@ def open_rank(em: lt.EngineModel, dem: Demand, ranks: int, batch: int, full: lt.
     hold gives, by fixed point; the ranks sharing its queue; the ranks sharing its prefill queue)."""
     lam = dem.lam / ranks
     servers = routing.shared_queue(dem.router, dem.lam, ranks // em.lay.dp, em.lay.dp)[1]
-    pre = routing.prefill_servers(dem.router, servers)
+    pre = servers  # the ranks sharing a slot queue share its prefill queue too (routing.shared_queue)
     b = min(float(batch), max(1.0, lam * full.e2e))
     p = lt.aggregated(em, b, dem.work, lam, servers=pre)
     for _dummy in range(4):
@@ -745,8 +745,7 @@ def _decode_slots(dem: Demand, lam: float, engines: tuple, batch: int, hold: flo
 def prefill_at(cand: Candidate, dem: Demand, lam: float, reps: int) -> lt.Point:
     """One prefill rank's latency when ``reps`` engines of the candidate carry the traffic."""
     q_lam, ranks = routing.shared_queue(dem.router, lam, reps, cand.lay.dp)
-    pre = routing.prefill_servers(dem.router, ranks)
-    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer, servers=pre)
+    return lt.prefill_only(cand.engine, lam / (reps * cand.lay.dp), dem.work, cand.transfer, servers=ranks)
 
 
 def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candidate:
