@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.inference.blueprints.plugins.module_utils.planner import search
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import disagg, search
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Run
@@ -74,7 +74,7 @@ def cases(inp: dict) -> list[Case]:
         opened = search.open_rank(em, dem, ch.replicas * ch.lay.dp, ch.batch, ch.full)[0].ttft_p95
         load = (ch.load.ttft_p95, ch.load.tpot_p95, wait, opened)
         out.append(Case(fleet, dem.lam, prompt, output, *load))
-    dis = search.search_disagg(run, (c, c), (hw, hw), dem.lam)
+    dis = disagg.search_disagg(run, (c, c), (hw, hw), dem.lam)
     p = dis.prefill
     if p is not None and p.ok:
         em = p.engine

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from . import disagg, search, units
 from . import latency as lt
-from . import search, units
 from . import sizing as sz
 from .engine import GIB, EngineCtx
 from .kvtransfer import KVTransfer
@@ -151,8 +151,8 @@ _AFTER = (
     "the SLO, then max_num_seqs set between the slots the load needs and the largest batch TPOT allows, where TTFT and"
     " TPOT keep the same share of headroom (policy batch_sizing: throughput keeps that largest batch); the engine runs"
     " that max_num_seqs. P/D: a decode pool the fewest replicas whose slots are free at once for "
-    f"{(1 - search.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool meeting TTFT at "
-    f"p{(0.95 + search.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same way, TTFT p95 "
+    f"{(1 - disagg.DECODE_SLOT_WAIT) * 100:.0f} % of arrivals at that largest batch, its prefill pool meeting TTFT at "
+    f"p{(0.95 + disagg.DECODE_SLOT_WAIT) * 100:.0f}; then the decode max_num_seqs balanced the same way, TTFT p95 "
     "counting the wait for a decode slot"
 )
 

@@ -240,7 +240,7 @@ def aggregated_warnings(run: Run, lay: Layout, s, dis=None) -> None:
     holds (and how many P/D pools would need when that is fewer: the plan stays aggregated for a reason of its own,
     e.g. the single pool carries more of the traffic on the GPUs there are), PCIe all-reduce, KV below the headroom.
     Only for the plan that is chosen: the caller calls it when the plan stays aggregated (a P/D plan says its own);
-    ``dis`` is the P/D option sized beside it (search.Disagg; None when there is none the engine would run)."""
+    ``dis`` is the P/D option sized beside it (disagg.Disagg; None when there is none the engine would run)."""
     ch, c = s.chosen, lay
     if not ch.ok:
         run.warnings.append(

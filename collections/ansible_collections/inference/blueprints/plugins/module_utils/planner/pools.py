@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import search
+from . import disagg, search
 from . import sizing as sz
 from .checkpoint import served
 from .engine import decode_ctx, engine_memory
@@ -112,12 +112,12 @@ def _pd_dcp(run: Run, tp: int, dcp: int) -> int:
 
 def _deployed(run: Run, dis, lam: float) -> tuple[int, int]:
     """Replicas of each pool the hardware holds: the traffic's need, or every GPU with a warning when it needs more;
-    then the latency at that load (search.Disagg.deployed) for the plan's figures."""
+    then the latency at that load (disagg.Disagg.deployed) for the plan's figures."""
     p, d = dis.prefill, dis.decode
     p_reps, d_reps = dis.replicas_on_hw()
     if p_reps < p.replicas or d_reps < d.replicas:
         dem = search.demand(run)
-        dis.deployed = (search.prefill_at(p, dem, lam, p_reps), search.decode_at(d, dem, lam, d_reps))
+        dis.deployed = (disagg.prefill_at(p, dem, lam, p_reps), disagg.decode_at(d, dem, lam, d_reps))
         ttft, busy = dis.deployed[0].doc()["ttft_p95_ms"], dis.deployed[1].doc().get("slot_utilization")
         run.warnings.append(
             f"the traffic needs {p.gpus} prefill + {d.gpus} decode GPUs ({p.gpus + d.gpus}); the hardware gives "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
+from . import disagg, search, units
 from . import latency as lt
-from . import search, units
 from . import sizing as sz
 from .engine import EngineCtx, decode_ctx, decode_sessions, engine_memory, prefill_rate, valid_tps
 from .errors import PlanError
@@ -360,7 +360,7 @@ def choose_disagg(run: Run, c: EngineCtx, lay: Layout, rates: Rates) -> bool:
         return False
     d = run.n["decode"]
     dhw = s.hw if not d else search.Hardware(d["gpu"], d["gpus_per_node"], d["nodes"], run.n["interconnect"])
-    dis = search.search_disagg(run, (c, decode_ctx(c)), (s.hw, dhw), rates.lam)
+    dis = disagg.search_disagg(run, (c, decode_ctx(c)), (s.hw, dhw), rates.lam)
     rates.disagg = dis
     split, why, doc = _compare(run, s, rates, dis)
     if mode == "always":

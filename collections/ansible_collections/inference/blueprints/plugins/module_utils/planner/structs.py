@@ -107,13 +107,13 @@ class Layout:
 
 @dataclass
 class Rates:
-    """The traffic the plan serves and what the layout search found for it (search.Search / search.Disagg)."""
+    """The traffic the plan serves and what the layout search found for it (search.Search / disagg.Disagg)."""
 
     lam: float  # arrival rate (given, or sessions / E2E)
     sessions: int  # concurrent sessions (given, or arrival rate x E2E)
     inflight: float  # requests in the engines at once (Little's law)
     serve: object  # search.Search for the aggregated pool
-    disagg: object = None  # search.Disagg, when the P/D option was sized
+    disagg: object = None  # disagg.Disagg, when the P/D option was sized
     pd_refused: str = ""  # why the engine would refuse the sized P/D pools (engine_compat.yaml), if it would
 
 
