@@ -301,7 +301,7 @@ def _kv_sequences(run: Run, mem: dict) -> int:
     mean = t["prompt_tokens_mean"] + t["output_tokens_mean"]
     kv = sz.max_sequences(mem["blocks"], mean, mem["geom"], 1)
     var = sum(
-        t[f"{kind}_tokens_mean"] ** 2 * lt.lognormal_cv2(t[f"{kind}_tokens_mean"], t[f"{kind}_tokens_p95"])
+        t[f"{kind}_tokens_mean"] ** 2 * qu.lognormal_cv2(t[f"{kind}_tokens_mean"], t[f"{kind}_tokens_p95"])
         for kind in ("prompt", "output")
     )
     if kv <= 0 or var <= 0:
