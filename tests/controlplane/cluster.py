@@ -198,6 +198,9 @@ class ControlPlane:
         self.crds = Path(crds)
         # The real KServe controller (None: the KCP_KSERVE environment variable decides).
         self.kserve_enabled = kserve_controller.enabled_by_default() if kserve is None else kserve
+        self.kserve_webhook_port = 0  # chosen at start (_conversions_file)
+        self.conversions_set: set[str] = set()  # CRDs whose conversion kcp set in etcd
+        self.restored = False  # kcp restored its etcd from a snapshot of the CRD bundle
         self.kserve: kserve_controller.KServeController | None = None
         # Which KServe (rhoai | upstream; None: KCP_KSERVE_FLAVOR, else kserve_controller.DEFAULT_FLAVOR).
         self.kserve_flavor = kserve_controller.flavor(kserve_flavor)
@@ -222,6 +225,20 @@ class ControlPlane:
         self._executor = None
 
     # ------------------------------------------------------------------ lifecycle
+    def _conversions_file(self) -> Path:
+        """The KServe CRDs' conversion webhooks, for kcp to set in the CRDs its etcd snapshot restores before
+        kube-apiserver starts (cmd/kcp/conversions.go: a PATCH of these ~800 kB CRDs once it runs cost a start about
+        a tenth of its CPU); the controller's webhook port is chosen here for it, the caBundle left for kcp (the
+        plane's CA). What kcp did not set (the first start of a bundle) the controller PATCHes as before."""
+        self.kserve_webhook_port = free_port()
+        rhoai = self.kserve_flavor == "rhoai"
+        patches = (kserve_rhoai.conversion_patches if rhoai else kserve_controller.conversion_patches)(
+            self.kserve_webhook_port, ""
+        )
+        path = self.workdir / "crd-conversions.json"
+        path.write_text(json.dumps({name: patch["spec"]["conversion"] for name, patch in patches.items()}))
+        return path
+
     def start(self, timeout: float = 300) -> ControlPlane:
         if not self.binary.exists():
             raise ControlPlaneError(
@@ -247,6 +264,7 @@ class ControlPlane:
         t0 = time.monotonic()
         self.port = free_port()
         self.scheduler_port = free_port()
+        conversions = self._conversions_file() if self.kserve_enabled else None
         args = [
             str(self.binary),
             "run",
@@ -261,6 +279,7 @@ class ControlPlane:
             f"--snapshot-cache={SNAPSHOTS}",
             f"--ready-timeout={int(timeout)}s",
             *(["--hpa"] if self.hpa else []),
+            *([f"--crd-conversions={conversions}"] if conversions else []),
         ]
         log = open(self.workdir / "kcp.log", "w")  # noqa: SIM115 - handed to the child
         env = {k: v for k, v in os.environ.items() if k not in ("GOEXPERIMENT", "KUBECONFIG")}
@@ -284,6 +303,8 @@ class ControlPlane:
             time.sleep(0.05)
         info = _read_whole_json(ready)
         self.server = info["server"]
+        self.conversions_set = set(info.get("conversions") or ())
+        self.restored = bool(info.get("restored"))
         self.timings["kcp_ready"] = time.monotonic() - t0
         try:
             self.pod_network = LoopbackNet()

@@ -245,17 +245,22 @@ class KServeController(Component):
         webhooks.issue_serving_cert(
             cp.workdir / "pki", tmp / "k8s-webhook-server" / "serving-certs", "llmisvc-webhook-server"
         )
-        self.webhook_port, self.metrics_port, self.probe_port = free_port(), free_port(), free_port()
+        # the webhook port the plane chose before kcp set the CRDs' conversion in etcd (cluster.py), else a free one
+        chosen = getattr(cp, "kserve_webhook_port", 0)
+        self.webhook_port = chosen or free_port()
+        self.metrics_port, self.probe_port = free_port(), free_port()
         # The CRD updates take seconds (kube-apiserver re-validates these large schemas):
         # send them while the controller starts.
         pool = ThreadPoolExecutor(2)
         # the fork's own CRDs (its schema differs) are in the plane's bundle (kserve_rhoai.crd_bundle)
         patches = (kserve_rhoai.conversion_patches if rhoai else conversion_patches)(self.webhook_port, self._ca_bundle)
+        done = getattr(cp, "conversions_set", ()) if chosen else ()
         self._conversions = [
             pool.submit(
                 cp._call, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}", patch, patch=True
             )
             for crd, patch in patches.items()
+            if crd not in done  # kcp set it in etcd before kube-apiserver started (cmd/kcp/conversions.go)
         ]
         pool.shutdown(wait=False)
         self.spawn(

@@ -226,6 +226,17 @@ def test_conversion_webhook_serves_v1alpha1(kcluster, presets):
     hook = crd["spec"]["conversion"]["webhook"]["clientConfig"]
     assert crd["spec"]["conversion"]["strategy"] == "Webhook"
     assert hook["url"] == f"https://127.0.0.1:{kcluster.kserve.webhook_port}/convert"
+    # A plane restored from its etcd snapshot gets both CRDs' conversion from kcp before kube-apiserver starts
+    # (cmd/kcp/conversions.go), not from a PATCH through the API (no field manager owns spec.conversion then);
+    # the first start of a bundle has no snapshot and PATCHes them.
+    names = set(kserve_controller.CONVERSION_PATCHES)
+    if kcluster.restored:
+        assert kcluster.conversions_set == names
+        for name in names:
+            managed = must_get(kcluster, "crd", name)["metadata"].get("managedFields") or []
+            assert not [m for m in managed if "f:conversion" in json.dumps(m.get("fieldsV1", {}))], managed
+    else:
+        assert kcluster.conversions_set == set()
 
 
 def test_validating_webhook_refuses_through_the_api_server(kcluster):

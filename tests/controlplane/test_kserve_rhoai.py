@@ -21,6 +21,8 @@ Upstream v0.20.0 does none of these (tests/controlplane/test_kserve_controller.p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -152,3 +154,18 @@ def test_an_inline_scheduler_config_runs_with_the_metrics_data_source_added(rclu
     assert added == list(INJECTED_PLUGINS), runs
     assert [t for t in runs if t in ours] == ours
     assert running["schedulingProfiles"] == EPP_CONFIG["schedulingProfiles"]
+
+
+def test_the_forks_crds_convert_through_its_webhook_set_before_the_api_server_started(rcluster):
+    """The fork's LLMInferenceService(Config) CRDs send conversions to its webhook on this plane; restored from the
+    etcd snapshot, kcp wrote that into them before kube-apiserver started (cmd/kcp/conversions.go): no PATCH of
+    spec.conversion went through the API, so no field manager owns it."""
+    names = set(kserve_rhoai.conversion_patches(0, ""))
+    assert names == {"llminferenceservices.serving.kserve.io", "llminferenceserviceconfigs.serving.kserve.io"}
+    for name in names:
+        crd = must_get(rcluster, "crd", name)
+        hook = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert hook["url"].startswith(f"https://127.0.0.1:{rcluster.kserve.webhook_port}/"), hook["url"]
+        managed = json.dumps([m.get("fieldsV1", {}) for m in crd["metadata"].get("managedFields") or []])
+        assert ("f:conversion" in managed) is not rcluster.restored, (rcluster.restored, managed)
+    assert rcluster.conversions_set == (names if rcluster.restored else set())

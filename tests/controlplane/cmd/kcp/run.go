@@ -79,6 +79,7 @@ type runOpts struct {
 	scheduler   bool
 	schedPort   int
 	snapCache   string
+	conversions string
 	readyTimout time.Duration
 }
 
@@ -102,6 +103,8 @@ func runMain(args []string) int {
 	fs.IntVar(&o.schedPort, "scheduler-port", 10259, "kube-scheduler secure port (healthz, metrics) on 127.0.0.1")
 	fs.StringVar(&o.snapCache, "snapshot-cache", "", "directory for etcd snapshots taken right after the CRDs are established; "+
 		"later starts with the same binary and CRD bundle restore it instead of creating every CRD again")
+	fs.StringVar(&o.conversions, "crd-conversions", "", "JSON {CRD name: spec.conversion} set in the CRDs a snapshot "+
+		"restores before kube-apiserver starts (conversions.go; an empty webhook caBundle gets the plane's CA)")
 	fs.DurationVar(&o.readyTimout, "ready-timeout", 60*time.Second, "give up when not ready by then")
 	_ = fs.Parse(args)
 	if err := run(o); err != nil {
@@ -328,6 +331,20 @@ func run(o runOpts) error {
 		return errors.New("etcd did not become ready in 30s")
 	}
 	logf("etcd ready on %s (%.1fs)", cu, time.Since(start).Seconds())
+	var conversions []string
+	if restored && o.conversions != "" {
+		ca, err := caBundle(p)
+		if err != nil {
+			return err
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		conversions, err = setConversions(cctx, cu.String(), o.conversions, ca)
+		ccancel()
+		if err != nil {
+			return fmt.Errorf("conversion webhooks: %w", err)
+		}
+		logf("conversion webhooks set in etcd: %s", strings.Join(conversions, ", "))
+	}
 
 	sup := &supervisor{exited: make(chan string, 8)}
 	defer sup.stop()
@@ -460,7 +477,7 @@ func run(o runOpts) error {
 	debug.FreeOSMemory() // the CRD bundle and the install clients are garbage now
 	ready := map[string]any{
 		"ready": true, "kubeconfig": kubeconfig, "server": server, "pid": os.Getpid(),
-		"seconds": time.Since(start).Seconds(),
+		"seconds": time.Since(start).Seconds(), "restored": restored, "conversions": conversions,
 	}
 	b, _ := json.Marshal(ready)
 	_ = os.WriteFile(filepath.Join(dir, "ready.json"), b, 0o644)
