@@ -25,6 +25,7 @@ from ansible_collections.inference.blueprints.plugins.module_utils.planner impor
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import sizing as sz
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.engine import EngineCtx
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.inputs import normalize
+from ansible_collections.inference.blueprints.plugins.module_utils.planner.steps import Topology
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.structs import Layout, Run
 
 from tests.unit.planner.blueprint_plan import plan
@@ -40,7 +41,7 @@ def engine(model="Qwen3.6-27B", lay=None, ic="nvlink", **pol):
     n = normalize(inp)
     c = EngineCtx(n, n["gpu"], "fp8", "fp8", None)
     eff, _why = perf.with_policy(perf.efficiencies(n["gpu"], c.model, "fp8", "fp8"), n["policy"])
-    return lt.EngineModel(c, lay or Layout(tp=1), eff, lt.Topology(8, ic))
+    return lt.EngineModel(c, lay or Layout(tp=1), eff, Topology(8, ic))
 
 
 W = lt.Workload(800, 2000, 200, 8192)
@@ -114,7 +115,7 @@ def test_sequence_parallel_moe_exchanges_over_the_ep_group():
     n = normalize(inp)
     c = EngineCtx(n, n["gpu"], "fp8", "fp8", None)
     eff = perf.efficiencies(n["gpu"], c.model, "fp8", "fp8")
-    sp, etp = (lt.EngineModel(c, Layout(tp=2, dp=2, ep=ep), eff, lt.Topology(8, "ethernet")) for ep in (4, 1))
+    sp, etp = (lt.EngineModel(c, Layout(tp=2, dp=2, ep=ep), eff, Topology(8, "ethernet")) for ep in (4, 1))
     assert sp.sp_moe and not etp.sp_moe
     b, hidden = 32, c.model["hidden_size"]
     st, st_etp = sp.stage(b, 0, 900), etp.stage(b, 0, 900)

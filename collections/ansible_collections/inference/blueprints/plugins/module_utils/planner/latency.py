@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: UP009
 """A rank's latency at a load: TPOT and TTFT (with queueing) at p50 and p95 from the step-latency model
-(steps.py: ``EngineModel``, the ``Topology`` it runs on and the ``Workload`` it serves, which callers reach as
-``lt.*``) (docs/planner.md, Latency).
+(steps.py: ``EngineModel`` and the ``Workload`` it serves, which callers reach as ``lt.*``; the ``Topology`` it runs on
+is imported from steps.py) (docs/planner.md, Latency).
 
 Units: seconds, bytes, FLOPs. ``b`` is the number of decoding sequences of one DP rank in a step, ``chunk`` the prefill
 tokens the same step carries.
@@ -30,7 +30,7 @@ from .queueing import (
     wait_quantile,
     with_wait_p95,
 )
-from .steps import EngineModel, Topology, Workload  # noqa: F401  (Topology: callers reach it as lt.Topology)
+from .steps import EngineModel, Workload
 
 # --------------------------------------------------------------------------- prompt-length distribution
 

@@ -17,6 +17,7 @@ from . import perf, routing, slots
 from . import queueing as qu
 from . import sizing as sz
 from .engine import GIB, EngineCtx, engine_memory, expert_shard, valid_tp, valid_tps
+from .steps import Topology
 from .structs import Layout, Run, r
 
 KSERVE_PP = (
@@ -38,8 +39,8 @@ class Hardware:
     def total(self) -> int:
         return self.gpn * self.nodes
 
-    def topo(self) -> lt.Topology:
-        return lt.Topology(self.gpn, self.interconnect)
+    def topo(self) -> Topology:
+        return Topology(self.gpn, self.interconnect)
 
 
 @dataclass

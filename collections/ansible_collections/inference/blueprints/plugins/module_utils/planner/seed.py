@@ -11,6 +11,7 @@ from . import latency as lt
 from . import sizing as sz
 from .engine import GIB, EngineCtx, decode_sessions, engine_memory
 from .parallel import decode_context
+from .steps import Topology
 from .structs import Layout, Run, r
 
 WEIGHT_CLAIMS = {
@@ -83,7 +84,7 @@ def _moe_35b(run: Run, tpot_s: float) -> list[dict]:
     f800 = sz.prefill_flops_per_token(model, 800)
     ch = EngineCtx(n, h100, "fp8", "fp8", None)
     eh = perf.efficiencies(h100, model, "fp8", "fp8")
-    em = lt.EngineModel(ch, Layout(tp=1), eh, lt.Topology(8, "nvlink"))
+    em = lt.EngineModel(ch, Layout(tp=1), eh, Topology(8, "nvlink"))
     single = 1.0 / (em.step(0.0, 800.0, 0.0, 400.0) + em.prefill_overhead())
     batched = 10 / em.step(0.0, 8000.0, 0.0, 400.0)  # ten prompts fill an 8192-token step
     implied = 30 * 800 * f800 / (h100["fp8_tflops"] * 1e12)
@@ -92,7 +93,7 @@ def _moe_35b(run: Run, tpot_s: float) -> list[dict]:
     cl = EngineCtx(dict(n, model=chan), l40s, "fp8", "fp8", None)
     ep4 = Layout(tp=1, dp=4, ep=4)
     roof = decode_sessions(cl, ep4, 0.045, 0.8, 900)["sessions_per_engine"] / 4
-    el = lt.EngineModel(cl, ep4, perf.efficiencies(l40s, chan, "fp8", "fp8"), lt.Topology(4, "nvlink"))
+    el = lt.EngineModel(cl, ep4, perf.efficiencies(l40s, chan, "fp8", "fp8"), Topology(4, "nvlink"))
     w = lt.Workload(800, 800, 200, 8192)
     b45, _p = lt.max_batch(lambda b: lt.decode_only(el, b, w), 0.045, 1024)
     bslo, _p = lt.max_batch(lambda b: lt.decode_only(el, b, w), tpot_s, 1024)
