@@ -22,8 +22,8 @@ from .search import (
     Hardware,
     Sizer,
     _batch_cap,
+    _fitted,
     _headroom_rule,
-    _memory,
     _ms,
     _smallest,
     batch_slo,
@@ -41,12 +41,10 @@ DECODE_SLOT_WAIT = 0.01
 def size_decode(sz_: Sizer, lay: Layout, lam: float) -> Candidate:
     """A P/D decode engine: decode-only steps; sequences in flight = arrival rate x decode time (Little's law)."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("decode", lay, lay.world, moe=c.model["kind"] == "moe")
-    mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
-    cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
-    if not fits:
-        cand.rejected = why
+    cand = _fitted(sz_, "decode", lay, c.num_spec)
+    if not cand.fits:
         return cand
+    mem = cand.mem
     em = lt.EngineModel(c, lay, eff, hw.topo())
     cap, limit = _batch_cap(run, mem, dem.work, "decode")
     b, full = lt.max_batch(lambda x: lt.decode_only(em, x, dem.work), batch_slo(run), cap)
@@ -100,11 +98,8 @@ def size_prefill(sz_: Sizer, lay: Layout, lam: float, transfer: float) -> Candid
     """A P/D prefill engine: replicas until TTFT (queueing and the KV transfer included) meets the SLO at the
     (95 + DECODE_SLOT_WAIT)th percentile, room for the prompts that wait for a decode slot."""
     run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("prefill", lay, lay.world, moe=c.model["kind"] == "moe")
-    mem, fits, headroom, why = _memory(c, lay, run, 0)
-    cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
-    if not fits:
-        cand.rejected = why
+    cand = _fitted(sz_, "prefill", lay, 0)
+    if not cand.fits:
         return cand
     cand.engine, cand.transfer = lt.EngineModel(c, lay, eff, hw.topo()), transfer
     slo_ttft = run.slo["ttft_p95_ms"] / 1000

@@ -430,15 +430,25 @@ def batch_slo(run: Run) -> float:
     return run.slo["tpot_p95_ms"] / 1000
 
 
-def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
-    """An aggregated engine: batch from TPOT p95 (prefill chunks mixed in), replicas from TTFT p95 and the traffic."""
-    run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
-    cand = Candidate("serve", lay, lay.world, moe=c.model["kind"] == "moe")
-    mem, fits, headroom, why = _memory(c, lay, run, c.num_spec)
+def _fitted(sz_: Sizer, role: str, lay: Layout, num_spec: int) -> Candidate:
+    """A ``role`` candidate of layout ``lay`` with its memory sized (``num_spec`` speculative tokens); rejected with
+    the reason when its weights, overhead and KV do not fit."""
+    c = sz_.c
+    cand = Candidate(role, lay, lay.world, moe=c.model["kind"] == "moe")
+    mem, fits, headroom, why = _memory(c, lay, sz_.run, num_spec)
     cand.mem, cand.fits, cand.headroom_ok = mem, fits, headroom
     if not fits:
         cand.rejected = why
+    return cand
+
+
+def size_serve(sz_: Sizer, lay: Layout) -> Candidate:
+    """An aggregated engine: batch from TPOT p95 (prefill chunks mixed in), replicas from TTFT p95 and the traffic."""
+    run, c, hw, eff, dem = sz_.run, sz_.c, sz_.hw, sz_.eff, sz_.dem
+    cand = _fitted(sz_, "serve", lay, c.num_spec)
+    if not cand.fits:
         return cand
+    mem = cand.mem
     em = lt.EngineModel(c, lay, eff, hw.topo())
     cap, limit = _batch_cap(run, mem, dem.work, "serve")
     slo_tpot, slo_ttft = run.slo["tpot_p95_ms"] / 1000, run.slo["ttft_p95_ms"] / 1000
