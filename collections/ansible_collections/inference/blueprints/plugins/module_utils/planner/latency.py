@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from . import batchq
 from . import sizing as sz
 from .engine import EngineCtx
 from .queueing import (
@@ -361,9 +362,19 @@ def decode_only(em: EngineModel, b: float, w: Workload) -> Point:
 
 def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, servers: int = 1) -> Point:
     """A P/D prefill rank: prompts batched up to the token budget, no decodes; TTFT adds the KV transfer.
-    ``servers``: ranks that serve one queue with it (a least-loaded router)."""
+    ``servers``: ranks that serve one queue with it (a least-loaded router). A rank with its own queue whose prompts
+    fit one step takes its TTFT from vLLM's batching (``batchq.prefill_ttft``: each step carries every prompt that
+    waits when it starts); ``prefill_utilization`` stays the prompts' share of the rank's prefill capacity."""
     pf = prefill_plan(em, 0.0, w, lam, PREFILL_UTIL)
     p50, p95, mean, rho = _ttft(em, w, pf, RankLoad(0.0, lam, 0.0, transfer_s, servers=servers))
+    batched = None
+    if servers <= 1 and w.prompt_p95 <= w.budget:  # a rank's own queue, every prompt within one step's budget
+        length = w.prompt_mean
+        lengths = (length, prompt_points(w.prompt_mean, w.prompt_p95)[2])
+        batched = batchq.prefill_ttft(lambda x: em.step(0.0, x, 0.0, length / 2), lam, lengths, w.budget)
+    if batched is not None:
+        extra = transfer_s + em.prefill_overhead()
+        p50, p95, mean = batched.p50 + extra, batched.p95 + extra, batched.mean + extra
     return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, rho < 1, kind="prefill")
 
 
