@@ -55,12 +55,31 @@ def _step_fn(em, w, decode: bool):
     return step
 
 
-def cases(inp: dict) -> list[Case]:
-    """The aggregated pool the planner sizes for the inputs and, when a P/D option exists, its prefill pool."""
+def _setting(inp: dict) -> tuple:
     run = Run(normalize(inp))
     c = EngineCtx(run.n, run.gpu, inp.get("weights", "auto"), inp.get("kv_cache_dtype", "auto"), None)
     hw = search.Hardware(run.gpu, run.gpn, run.nodes, run.n["interconnect"])
-    dem = search.demand(run)
+    return run, c, hw, search.demand(run)
+
+
+def _prefill(setting: tuple):
+    run, c, hw, dem = setting
+    p = disagg.search_disagg(run, (c, c), (hw, hw), dem.lam).prefill
+    return p if p is not None and p.ok else None
+
+
+def prefill_option(inp: dict):
+    """The P/D option's prefill pool for the inputs (``disagg``'s pool: its engine model, replicas, KV transfer) and
+    the workload it serves; None without a P/D option."""
+    setting = _setting(inp)
+    p = _prefill(setting)
+    return (p, setting[3].work) if p is not None else None
+
+
+def cases(inp: dict) -> list[Case]:
+    """The aggregated pool the planner sizes for the inputs and, when a P/D option exists, its prefill pool."""
+    setting = _setting(inp)
+    run, c, hw, dem = setting
     w, router = dem.work, dem.router
     prompt, output = (w.prompt_mean, w.prompt_p95), (w.output_mean, w.output_p95 or w.output_mean)
     out = []
@@ -74,9 +93,8 @@ def cases(inp: dict) -> list[Case]:
         opened = search.open_rank(em, dem, ch.replicas * ch.lay.dp, ch.batch, ch.full)[0].ttft_p95
         load = (ch.load.ttft_p95, ch.load.tpot_p95, wait, opened)
         out.append(Case(fleet, dem.lam, prompt, output, *load))
-    dis = disagg.search_disagg(run, (c, c), (hw, hw), dem.lam)
-    p = dis.prefill
-    if p is not None and p.ok:
+    p = _prefill(setting)
+    if p is not None:
         em = p.engine
         extra = em.prefill_overhead() + p.transfer
         fleet = qs.Fleet(p.replicas, p.lay.dp, 256, router, _step_fn(em, w, False), w.budget, False, extra)

@@ -16,10 +16,12 @@ import bisect
 import copy
 import functools
 import math
+from dataclasses import replace
 
 import pytest
 import yaml
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import batchq, plan
+from ansible_collections.inference.blueprints.plugins.module_utils.planner import latency as lt
 from ansible_collections.inference.blueprints.plugins.module_utils.planner import queueing as qu
 from ansible_collections.inference.blueprints.plugins.module_utils.planner.errors import PlanError
 
@@ -210,6 +212,53 @@ def test_a_prefill_ranks_own_queue_matches_the_simulation(fixed, per_token, lam,
     assert alone.p95 == pytest.approx(step(length), rel=1e-3)
     assert batchq.prefill_ttft(step, lam, (9000, [9000] * 5), 8192) is None  # chunked prompts: not this model
     assert math.isinf(batchq.prefill_ttft(step, 8192 / length / step(8192) * 1.01, (length, [length] * 5), 8192).p95)
+
+
+def test_batchq_keeps_out_of_steps_of_many_short_prompts():
+    """More prompts a step than the chain models (short prompts, a large budget) fall back at once, whatever the rate
+    (a chain of hundreds of prompts a step at a high rate ran for ever), and the Poisson counts it builds stay whole
+    far past where exp(-mu) underflows."""
+
+    def step(tokens: float) -> float:
+        return 0.02 + 1e-4 * tokens
+
+    assert batchq.prefill_ttft(step, 482.0, (16, [16] * 5), 16384) is None
+    assert batchq.prefill_ttft(step, 1000.0, (8, [8] * 5), 8192) is None
+    for mu in (0.5, 40.0, 800.0, 5000.0):
+        counts = batchq._poisson(mu)
+        assert sum(counts) == pytest.approx(1.0, abs=1e-8)
+        assert sum(n * p for n, p in enumerate(counts)) == pytest.approx(mu, rel=1e-6)
+
+
+def _batch_cap_prefill():
+    """The 27b-h100-batch-cap point's P/D prefill engine (eight 2000-token prompts a 16384-token step)."""
+    pt = next(p for p in od.points() if p["id"] == "27b-h100-batch-cap")
+    pool, work = sf.prefill_option(od.plan_for_traffic(pt["planner_inputs"])[1])
+    return pool.engine, work, pool.transfer
+
+
+def test_a_prefill_rank_behind_its_prompts_is_unstable():
+    """Prompts spread around their mean (p95 twice it) leave the rank's utilisation, read at the prompts' length
+    points, below 1 where full steps of mean-length prompts fall behind the arrivals: the rank's TTFT is infinite and
+    it says it is not stable (it said stable with an infinite TTFT)."""
+    em, work, transfer = _batch_cap_prefill()
+    spread = replace(work, prompt_p95=2 * work.prompt_mean)
+    p = lt.prefill_only(em, 10.7, spread, transfer)
+    assert math.isinf(p.ttft_p95) and not p.stable and p.rho < 1
+
+
+@pytest.mark.parametrize("p95_share", [1.0, 1.5, 2.0])
+def test_a_prefill_ranks_ttft_grows_through_the_chains_edge(p95_share):
+    """Past 95 % of its full steps' capacity batchq leaves a rank to the M/G/1 model; the TTFT there is at least
+    batchq's at that edge, so it does not drop as the load grows (it fell from 3.23 s to 2.76 s with spread prompts,
+    which a search for the fewest engines that meet the SLO cannot follow)."""
+    em, work, transfer = _batch_cap_prefill()
+    w = replace(work, prompt_p95=p95_share * work.prompt_mean)
+    kmax = int(w.budget // w.prompt_mean)
+    edge = batchq._NEAR_FULL * kmax / em.step(0.0, kmax * w.prompt_mean, 0.0, w.prompt_mean / 2)
+    below, above = (lt.prefill_only(em, edge * f, w, transfer) for f in (0.999, 1.001))
+    assert below.stable and above.stable
+    assert above.ttft_p95 >= below.ttft_p95 and above.ttft_p50 >= below.ttft_p50 and above.ttft_mean >= below.ttft_mean
 
 
 def test_the_simulation_splits_ttft_at_admission():

@@ -15,8 +15,13 @@ queue idles until the next arrival, which starts a step alone. Its stationary di
 rest of the step in progress when it comes (uniform over that step: Poisson arrivals see time averages), then the
 steps that take the prompts ahead of it, then its own step, whose size counts the prompts that came after it in the
 same step too. Prompt lengths are taken at their mean (the grid's points have constant lengths); a prompt longer than
-the budget (chunked over several steps) is out of scope: the caller keeps its M/G/1 model there. Checked against the
-queue simulation over the oracle grid's prefill pools (tests/unit/planner/test_queue_sim.py)."""
+the budget (chunked over several steps) or more than ``_MAX_PER_STEP`` prompts a step are out of scope: the caller
+keeps its M/G/1 model there. From ``_NEAR_FULL`` of the full steps' capacity on the chain mixes too slowly to follow,
+and the figures at that load come back as a floor under the caller's. Two simplifications (measured in
+docs/planner.md): whole prompts per step, where vLLM fills the room left with a chunk of the next prompt, and a
+request that comes during a step after which nobody waits is placed among that step's arrivals as if its place did
+not depend on when it came. Checked against the queue simulation over the oracle grid's prefill pools
+(tests/unit/planner/test_queue_sim.py)."""
 
 from __future__ import annotations
 
@@ -29,27 +34,36 @@ _NEAR_FULL = 0.95  # full steps' share of the rank's capacity from which the M/G
 _MAX_WAITING = 400  # prompts waiting at a step's start beyond which the queue is near saturation: not modelled here
 _EXTRAPOLATE = 4  # every this many steps the iteration jumps ahead along its geometric convergence
 _SLICES = 4  # the step in progress split into this many slices when prompts wait beyond it
+_MAX_PER_STEP = 64  # prompts a step takes at most that the chain models (shorter prompts: many small steps' worth of
+# states and terms; the caller keeps its M/G/1 model)
+_NEGLIGIBLE = 1e-13  # a term of the TTFT's distribution this light is left out
 _QUANTILE_RTOL = 1e-4
 
 
 @dataclass(frozen=True)
 class BatchTTFT:
-    """TTFT p50 / p95 / mean of a prefill rank's requests (seconds, without fixed extras)."""
+    """TTFT p50 / p95 / mean of a prefill rank's requests (seconds, without fixed extras). ``floor``: the rank runs
+    past the load the chain models, and these are its figures at that load, a floor under the caller's own."""
 
     p50: float
     p95: float
     mean: float
+    floor: bool = False
 
 
 def _poisson(mu: float, tail: float = 1e-9) -> list[float]:
-    """P(N = n) for n = 0.. until the rest is below ``tail``."""
-    p = math.exp(-mu)
-    out, acc, n = [p], p, 0
-    while acc < 1 - tail:
-        n += 1
-        p *= mu / n
+    """P(N = n) for n = 0.. until the rest is below ``tail`` (far past the mean: log space, so that a large ``mu``
+    neither underflows exp(-mu) nor runs on)."""
+    if mu <= 0:
+        return [1.0]
+    last = int(mu + 12 * math.sqrt(mu) + 30)  # beyond it the Poisson tail is far below ``tail``
+    out, acc, log_mu = [], 0.0, math.log(mu)
+    for n in range(last + 1):
+        p = math.exp(n * log_mu - mu - math.lgamma(n + 1))
         out.append(p)
         acc += p
+        if n >= mu and acc >= 1 - tail:
+            break
     return out
 
 
@@ -122,16 +136,7 @@ def _ttft_mass(chain: tuple, pi: list, lam: float, own) -> dict:
             waiting[rest] = p
             continue
         add_own(0.0, 1, 0.0, p * arrivals[s][0] / lam)  # the step ends with nobody waiting: an idle spell follows
-        for n, qn in enumerate(arrivals[s]):  # n others come during the step
-            if n + 1 <= kmax:
-                add_own(0.0, n + 1, ts, p * ts * qn)
-                continue
-            # its place among the n + 1 is uniform; those beyond the budget wait a step. All of a step's places share
-            # their step's size (the rest of the n + 1 and those that come meanwhile), so they count by step
-            for full in range(n // kmax + 1):
-                places = min(kmax, n + 1 - full * kmax)
-                fill = (n + 1 - full * kmax, kmax)
-                _last(add_own, (full * t[kmax], ts), fill, later(full, 0.0), p * ts * qn * places / (n + 1))
+        _after_a_last_step((add_own, later), kmax, t, (ts, arrivals[s]), p)
     if waiting:  # prompts wait beyond a full step: who came before it in the step matters
         ts = t[kmax]
         h = ts / _SLICES
@@ -142,13 +147,33 @@ def _ttft_mass(chain: tuple, pi: list, lam: float, own) -> dict:
                 for rest, p in waiting.items():
                     ahead[rest + kb] = ahead.get(rest + kb, 0.0) + p * qb
             for a, pa in ahead.items():
-                if pa < 1e-14:
+                if pa * h < _NEGLIGIBLE:
                     continue
                 full = a // kmax
                 head = ts - (i + 1) * h + full * t[kmax]
                 # the prompts that come after it, until its own step starts, fill that step up to the budget
                 _last(add_own, (head, h), (a + 1 - full * kmax, kmax), later(full, ts - elapsed), pa * h)
     return mass
+
+
+def _after_a_last_step(fns: tuple, kmax: int, t: list, step: tuple, p: float) -> None:
+    """A request that comes during a step after which nobody waits (its weight ``p``; ``step`` = (its time, the
+    Poisson counts of the others that come during it)): those of the step's arrivals beyond the budget wait a
+    step. ``fns`` = (``add_own``, ``later``) of ``_ttft_mass``."""
+    add_own, later = fns
+    ts, counts = step
+    for n, qn in enumerate(counts):  # n others come during the step
+        if p * ts * qn < _NEGLIGIBLE:
+            continue
+        if n + 1 <= kmax:
+            add_own(0.0, n + 1, ts, p * ts * qn)
+            continue
+        # its place among the n + 1 is uniform; those beyond the budget wait a step. All of a step's places share
+        # their step's size (the rest of the n + 1 and those that come meanwhile), so they count by step
+        for full in range(n // kmax + 1):
+            places = min(kmax, n + 1 - full * kmax)
+            fill = (n + 1 - full * kmax, kmax)
+            _last(add_own, (full * t[kmax], ts), fill, later(full, 0.0), p * ts * qn * places / (n + 1))
 
 
 def _last(add_own, at: tuple, fill: tuple, after: list, wt: float) -> None:
@@ -160,7 +185,8 @@ def _last(add_own, at: tuple, fill: tuple, after: list, wt: float) -> None:
         if base + ka >= kmax:
             add_own(at[0], kmax, at[1], wt * (1.0 - acc))
             return
-        add_own(at[0], base + ka, at[1], wt * qa)
+        if wt * qa >= _NEGLIGIBLE:
+            add_own(at[0], base + ka, at[1], wt * qa)
         acc += qa
 
 
@@ -188,19 +214,24 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int) -> BatchTTFT | N
     """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
     taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
     likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
-    None when a prompt does not fit one step's budget, there is no traffic or the rank runs so near its capacity
-    that its queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps do not
-    keep up with the arrivals."""
+    None when a prompt does not fit one step's budget, more than ``_MAX_PER_STEP`` prompts fit one, there is no
+    traffic or the queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps
+    do not keep up with the arrivals. From ``_NEAR_FULL`` of the full steps' capacity on, where the chain mixes too
+    slowly to follow, the figures at that load with ``floor`` set: a TTFT that grows with the load stays at least
+    that (the caller's M/G/1 model can be below it there)."""
     length, points = lengths
     if lam <= 0 or length <= 0 or max(length, *points) > budget:
         return None
     kmax = int(budget // length)
+    if kmax > _MAX_PER_STEP:
+        return None
     t = [0.0] + [step(k * length) for k in range(1, kmax + 1)]
     if lam * t[kmax] >= kmax:
         inf = math.inf
         return BatchTTFT(inf, inf, inf)
-    if lam * t[kmax] >= _NEAR_FULL * kmax:  # full steps nearly all the time: the chain mixes slowly and the wait
-        return None  # is long whichever model gives it (the caller keeps its M/G/1)
+    if lam * t[kmax] >= _NEAR_FULL * kmax:
+        edge = prefill_ttft(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), lengths, budget)
+        return BatchTTFT(edge.p50, edge.p95, edge.mean, floor=True) if edge is not None else None
     arrivals = [[1.0]] + [_poisson(lam * t[k]) for k in range(1, kmax + 1)]
     pi = _stationary(kmax, arrivals)
     if pi is None:
@@ -216,7 +247,7 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int) -> BatchTTFT | N
         return cache[k]
 
     mass = _ttft_mass((kmax, t, arrivals), pi, lam, own)
-    items = [(lo, width, wt) for (lo, width), wt in mass.items() if wt > 1e-13]
+    items = [(lo, width, wt) for (lo, width), wt in mass.items() if wt > _NEGLIGIBLE]
     total = sum(wt for _lo, _w, wt in items)
     mean = sum(wt * (lo + width / 2) for lo, width, wt in items) / total
     return BatchTTFT(_quantile(items, total, 0.5), _quantile(items, total, 0.95), mean)

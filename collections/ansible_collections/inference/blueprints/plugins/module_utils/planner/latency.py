@@ -374,8 +374,11 @@ def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, se
         batched = batchq.prefill_ttft(lambda x: em.step(0.0, x, 0.0, length / 2), lam, lengths, w.budget)
     if batched is not None:
         extra = transfer_s + em.prefill_overhead()
-        p50, p95, mean = batched.p50 + extra, batched.p95 + extra, batched.mean + extra
-    return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, rho < 1, kind="prefill")
+        own = (batched.p50 + extra, batched.p95 + extra, batched.mean + extra)
+        # past the load the chain follows, its figures at that load are a floor under the M/G/1 model's
+        p50, p95, mean = (max(a, b) for a, b in zip(own, (p50, p95, mean), strict=True)) if batched.floor else own
+    stable = rho < 1 and math.isfinite(p95)  # spread prompts: full steps can fall behind with rho below 1
+    return Point(0.0, lam, 0.0, 0.0, p50, p95, mean, rho, 0.0, 0.0, pf.share, mean, stable, kind="prefill")
 
 
 def max_batch(fn, slo_s: float, cap: int) -> tuple[int, object]:
