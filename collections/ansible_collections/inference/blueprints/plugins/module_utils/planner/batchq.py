@@ -37,6 +37,7 @@ _SLICES = 4  # the step in progress split into this many slices when prompts wai
 _MAX_PER_STEP = 64  # prompts a step takes at most that the chain models (shorter prompts: many small steps' worth of
 # states and terms; the caller keeps its M/G/1 model)
 _NEGLIGIBLE = 1e-13  # a term of the TTFT's distribution this light is left out
+_DIRECT_MU = 600.0  # Poisson means below this start from exp(-mu); above, exp(-mu) nears underflow: log space
 _QUANTILE_RTOL = 1e-4
 
 
@@ -57,6 +58,16 @@ def _poisson(mu: float, tail: float = 1e-9) -> list[float]:
     if mu <= 0:
         return [1.0]
     last = int(mu + 12 * math.sqrt(mu) + 30)  # beyond it the Poisson tail is far below ``tail``
+    if mu < _DIRECT_MU:  # exp(-mu) is a normal float: the recurrence p(n) = p(n - 1) mu / n
+        p = math.exp(-mu)
+        out, acc = [p], p
+        for n in range(1, last + 1):
+            if acc >= 1 - tail:
+                break
+            p *= mu / n
+            out.append(p)
+            acc += p
+        return out
     out, acc, log_mu = [], 0.0, math.log(mu)
     for n in range(last + 1):
         p = math.exp(n * log_mu - mu - math.lgamma(n + 1))
@@ -110,12 +121,11 @@ def _ttft_mass(chain: tuple, pi: list, lam: float, own) -> dict:
     ``own(k)``: [(the time of a step of ``k`` prompts, one of them the request's own, its weight)] over its
     lengths."""
     kmax, t, arrivals = chain
-    mass: dict = {}
+    steps: dict = {}  # {(head, k, width): weight}: its own step of k prompts after ``head``, expanded at the end
 
-    def add_own(head: float, k: int, width: float, wt: float) -> None:  # its own step of k prompts after ``head``
-        for x, share in own(k):
-            key = (head + x, width)
-            mass[key] = mass.get(key, 0.0) + wt * share
+    def add_own(head: float, k: int, width: float, wt: float) -> None:
+        key = (head, k, width)
+        steps[key] = steps.get(key, 0.0) + wt
 
     later_cache: dict = {}
 
@@ -153,6 +163,11 @@ def _ttft_mass(chain: tuple, pi: list, lam: float, own) -> dict:
                 head = ts - (i + 1) * h + full * t[kmax]
                 # the prompts that come after it, until its own step starts, fill that step up to the budget
                 _last(add_own, (head, h), (a + 1 - full * kmax, kmax), later(full, ts - elapsed), pa * h)
+    mass: dict = {}
+    for (head, k, width), wt in steps.items():
+        for x, share in own(k):
+            key = (head + x, width)
+            mass[key] = mass.get(key, 0.0) + wt * share
     return mass
 
 
@@ -210,7 +225,11 @@ def _quantile(items: list, total: float, q: float) -> float:
     return hi
 
 
-def prefill_ttft(step, lam: float, lengths: tuple, budget: int) -> BatchTTFT | None:
+_EDGES: dict = {}  # (the caller's key for ``step``, lengths, budget) -> the figures at ``_NEAR_FULL`` of capacity
+_EDGES_KEPT = 1024
+
+
+def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> BatchTTFT | None:  # noqa: PLR0911
     """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
     taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
     likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
@@ -218,7 +237,8 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int) -> BatchTTFT | N
     traffic or the queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps
     do not keep up with the arrivals. From ``_NEAR_FULL`` of the full steps' capacity on, where the chain mixes too
     slowly to follow, the figures at that load with ``floor`` set: a TTFT that grows with the load stays at least
-    that (the caller's M/G/1 model can be below it there)."""
+    that (the caller's M/G/1 model can be below it there). ``key``: what identifies ``step`` to the caller (its
+    engine), so that the figures at that load, the slowest the chain computes, are computed once per engine."""
     length, points = lengths
     if lam <= 0 or length <= 0 or max(length, *points) > budget:
         return None
@@ -230,7 +250,15 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int) -> BatchTTFT | N
         inf = math.inf
         return BatchTTFT(inf, inf, inf)
     if lam * t[kmax] >= _NEAR_FULL * kmax:
-        edge = prefill_ttft(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), lengths, budget)
+        memo = (key, length, tuple(points), budget) if key is not None else None
+        if memo not in _EDGES:
+            edge = prefill_ttft(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), lengths, budget)
+            if memo is None:
+                return BatchTTFT(edge.p50, edge.p95, edge.mean, floor=True) if edge is not None else None
+            if len(_EDGES) >= _EDGES_KEPT:
+                _EDGES.clear()
+            _EDGES[memo] = edge
+        edge = _EDGES[memo]
         return BatchTTFT(edge.p50, edge.p95, edge.mean, floor=True) if edge is not None else None
     arrivals = [[1.0]] + [_poisson(lam * t[k]) for k in range(1, kmax + 1)]
     pi = _stationary(kmax, arrivals)

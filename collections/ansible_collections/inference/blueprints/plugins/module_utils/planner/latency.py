@@ -371,7 +371,7 @@ def prefill_only(em: EngineModel, lam: float, w: Workload, transfer_s: float, se
     if servers <= 1 and w.prompt_p95 <= w.budget:  # a rank's own queue, every prompt within one step's budget
         length = w.prompt_mean
         lengths = (length, prompt_points(w.prompt_mean, w.prompt_p95)[2])
-        batched = batchq.prefill_ttft(lambda x: em.step(0.0, x, 0.0, length / 2), lam, lengths, w.budget)
+        batched = batchq.prefill_ttft(lambda x: em.step(0.0, x, 0.0, length / 2), lam, lengths, w.budget, key=em)
     if batched is not None:
         extra = transfer_s + em.prefill_overhead()
         own = (batched.p50 + extra, batched.p95 + extra, batched.mean + extra)
