@@ -26,7 +26,7 @@ not depend on when it came. Checked against the queue simulation over the oracle
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _TOL = 1e-6  # the chain's L1 change per step at which it counts as stationary (plans agree to 0.1 ms with 1e-8)
 _MAX_STEPS = 2000
@@ -229,7 +229,22 @@ _EDGES: dict = {}  # (the caller's key for ``step``, lengths, budget) -> the fig
 _EDGES_KEPT = 1024
 
 
-def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> BatchTTFT | None:  # noqa: PLR0911
+def _at_edge(step, lam: float, shape: tuple, key) -> BatchTTFT | None:
+    """``prefill_ttft`` at ``lam``, the edge of what it follows, kept per ``key`` (with ``shape`` = (lengths,
+    budget)); not kept without a key."""
+    (length, points), budget = shape
+    memo = (key, length, tuple(points), budget)
+    if key is not None and memo in _EDGES:
+        return _EDGES[memo]
+    edge = prefill_ttft(step, lam, (length, points), budget)
+    if key is not None:
+        if len(_EDGES) >= _EDGES_KEPT:
+            _EDGES.clear()
+        _EDGES[memo] = edge
+    return edge
+
+
+def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> BatchTTFT | None:
     """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
     taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
     likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
@@ -250,16 +265,8 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> Bat
         inf = math.inf
         return BatchTTFT(inf, inf, inf)
     if lam * t[kmax] >= _NEAR_FULL * kmax:
-        memo = (key, length, tuple(points), budget) if key is not None else None
-        if memo not in _EDGES:
-            edge = prefill_ttft(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), lengths, budget)
-            if memo is None:
-                return BatchTTFT(edge.p50, edge.p95, edge.mean, floor=True) if edge is not None else None
-            if len(_EDGES) >= _EDGES_KEPT:
-                _EDGES.clear()
-            _EDGES[memo] = edge
-        edge = _EDGES[memo]
-        return BatchTTFT(edge.p50, edge.p95, edge.mean, floor=True) if edge is not None else None
+        edge = _at_edge(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), (lengths, budget), key)
+        return replace(edge, floor=True) if edge is not None else None
     arrivals = [[1.0]] + [_poisson(lam * t[k]) for k in range(1, kmax + 1)]
     pi = _stationary(kmax, arrivals)
     if pi is None:
