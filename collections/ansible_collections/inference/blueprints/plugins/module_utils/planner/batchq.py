@@ -225,26 +225,27 @@ def _quantile(items: list, total: float, q: float) -> float:
     return hi
 
 
-_EDGES: dict = {}  # (the caller's key for ``step``, lengths, budget) -> the figures at ``_NEAR_FULL`` of capacity
-_EDGES_KEPT = 1024
-
-
-def _at_edge(step, lam: float, shape: tuple, key) -> BatchTTFT | None:
-    """``prefill_ttft`` at ``lam``, the edge of what it follows, kept per ``key`` (with ``shape`` = (lengths,
-    budget)); not kept without a key."""
-    (length, points), budget = shape
-    memo = (key, length, tuple(points), budget)
-    if key is not None and memo in _EDGES:
-        return _EDGES[memo]
-    edge = prefill_ttft(step, lam, (length, points), budget)
-    if key is not None:
-        if len(_EDGES) >= _EDGES_KEPT:
-            _EDGES.clear()
-        _EDGES[memo] = edge
-    return edge
+_KEPT: dict = {}  # (the caller's key for ``step``, rate, lengths, budget) -> figures (None too)
+_KEPT_MAX = 4096
 
 
 def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> BatchTTFT | None:
+    """``_prefill_ttft``, kept per ``key`` (what identifies ``step`` to the caller: its engine): a search for the
+    fewest prefill engines asks for the same engine at the same rate again (its answer, and the figures at
+    ``_NEAR_FULL`` of capacity, the slowest the chain computes, that every rate past it asks for). Not kept without
+    a key."""
+    if key is None:
+        return _prefill_ttft(step, lam, lengths, budget, None)
+    length, points = lengths
+    memo = (key, lam, length, tuple(points), budget)
+    if memo not in _KEPT:
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        _KEPT[memo] = _prefill_ttft(step, lam, lengths, budget, key)
+    return _KEPT[memo]
+
+
+def _prefill_ttft(step, lam: float, lengths: tuple, budget: int, key) -> BatchTTFT | None:
     """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
     taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
     likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
@@ -252,8 +253,7 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> Bat
     traffic or the queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps
     do not keep up with the arrivals. From ``_NEAR_FULL`` of the full steps' capacity on, where the chain mixes too
     slowly to follow, the figures at that load with ``floor`` set: a TTFT that grows with the load stays at least
-    that (the caller's M/G/1 model can be below it there). ``key``: what identifies ``step`` to the caller (its
-    engine), so that the figures at that load, the slowest the chain computes, are computed once per engine."""
+    that (the caller's M/G/1 model can be below it there)."""
     length, points = lengths
     if lam <= 0 or length <= 0 or max(length, *points) > budget:
         return None
@@ -265,7 +265,7 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> Bat
         inf = math.inf
         return BatchTTFT(inf, inf, inf)
     if lam * t[kmax] >= _NEAR_FULL * kmax:
-        edge = _at_edge(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), (lengths, budget), key)
+        edge = prefill_ttft(step, _NEAR_FULL * kmax / t[kmax] * (1 - 1e-9), lengths, budget, key)
         return replace(edge, floor=True) if edge is not None else None
     arrivals = [[1.0]] + [_poisson(lam * t[k]) for k in range(1, kmax + 1)]
     pi = _stationary(kmax, arrivals)
