@@ -92,7 +92,7 @@ pytest: setup controlplane egctl autoscaling
 # minutes in CI at stop 32, while the other slot ran everything else in 50). Each session prints its
 # seconds per test file (tests/conftest.py) so the split can be kept even.
 pytest-reliability: setup controlplane
-	$(PYTEST) tests/reliability
+	$(PYTEST) -m "not heavy" tests/reliability
 
 # tests/autoscaling (the KEDA operator, its metrics server and Prometheus, mk/autoscaling.mk: 24 s to build with
 # a warm Go cache) and tests/gitops (Argo CD: the chat example's tree, the sovereign burst on two planes) run with
@@ -117,8 +117,12 @@ pytest-integration: setup controlplane egctl autoscaling
 # integration session's 83 minutes in stop 43's CI, which ran out of its 90): molecule's six scenarios converge the
 # same examples on the same profiles, and their verify runs the same checks (tests/placement_checks.py), so make test
 # keeps the checks and drops the second converge of each example.
+#
+# Since 2026-12-01 also three of the teardown catalogue's seven sites (tests/reliability/test_teardown.py: rag, batch
+# and the edge fleet; 515 s of the reliability session in an emulation of CI that took 65 minutes).
 pytest-heavy: setup controlplane egctl autoscaling
-	$(PYTEST) -m heavy tests/autoscaling tests/gitops tests/slo/test_canary.py tests/integration/test_placement.py
+	$(PYTEST) -m heavy tests/autoscaling tests/gitops tests/slo/test_canary.py tests/integration/test_placement.py \
+	  tests/reliability/test_teardown.py
 
 pytest-rest: setup controlplane egctl
 	$(PYTEST) -m "not heavy" tests --ignore=tests/bench --ignore=tests/reliability --ignore=tests/integration \

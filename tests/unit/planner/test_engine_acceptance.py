@@ -214,14 +214,15 @@ def plan_or_infeasible(inp: dict) -> dict | None:
 
 
 def test_every_plan_over_the_grid_is_accepted_by_the_engine():
-    """Half the grid: in each (model, hardware, blueprint) block of 12 (traffic x policy) points every other one,
-    the other half in the next block, so every combination of the inner axes is still planned on every model and
-    hardware (the whole grid took six CPU-minutes of make test's loaded CI machine)."""
+    """A third of the grid: in each (model, hardware, blueprint) block of 12 (traffic x policy) points every third
+    one, shifted by one in the next block, so every combination of the inner axes is still planned on every model and
+    hardware, twice over the six blueprints (the whole grid took six CPU-minutes of make test's loaded CI machine;
+    half of it 280 s of an emulation of CI that ran 65 minutes on 2026-12-01)."""
     planned = pd = offload = 0
     inner = len(TRAFFIC) * len(POLICIES)
     seen = set()
     for i, inp in enumerate(grid()):
-        if (i + i // inner) % 2:
+        if (i + i // inner) % 3:
             continue
         seen.add((inp["model"], inp["gpu"], inp.get("decode_gpu"), i % inner))
         p = plan_or_infeasible(inp)
