@@ -214,6 +214,30 @@ def test_a_prefill_ranks_own_queue_matches_the_simulation(fixed, per_token, lam,
     assert math.isinf(batchq.prefill_ttft(step, 8192 / length / step(8192) * 1.01, (length, [length] * 5), 8192).p95)
 
 
+def test_batchq_keeps_its_figures_per_engine_and_rate(monkeypatch):
+    """With a key (the caller's engine) a rate asked again, and the edge every rate past it shares, are not computed
+    again, and what comes back is what the chain gives without a key; another key or rate is computed afresh."""
+
+    def step(tokens: float) -> float:
+        return 0.01 + 2e-5 * tokens
+
+    chains = []
+    real = batchq._stationary
+    monkeypatch.setattr(batchq, "_stationary", lambda *a: chains.append(a) or real(*a))
+    monkeypatch.setattr(batchq, "_KEPT", {})
+    lengths, engine = (2000, [2000] * 5), object()
+    fresh = batchq.prefill_ttft(step, 9.0, lengths, 8192)
+    assert len(chains) == 1
+    assert batchq.prefill_ttft(step, 9.0, lengths, 8192, key=engine) == fresh
+    assert batchq.prefill_ttft(step, 9.0, lengths, 8192, key=engine) == fresh
+    assert len(chains) == 2  # the second call with the key came from what it kept
+    edge = 8192 // 2000 / step(8192 // 2000 * 2000)  # full steps' capacity
+    past = [batchq.prefill_ttft(step, edge * f, lengths, 8192, key=engine) for f in (0.96, 0.97, 0.98)]
+    assert len(chains) == 3 and all(p.floor and p == past[0] for p in past)  # one chain: the edge's
+    batchq.prefill_ttft(step, 9.0, lengths, 8192, key=object())
+    assert len(chains) == 4
+
+
 def test_batchq_keeps_out_of_steps_of_many_short_prompts():
     """More prompts a step than the chain models (short prompts, a large budget) fall back at once, whatever the rate
     (a chain of hundreds of prompts a step at a high rate ran for ever), and the Poisson counts it builds stay whole
