@@ -230,10 +230,16 @@ _KEPT_MAX = 4096
 
 
 def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> BatchTTFT | None:
-    """``_prefill_ttft``, kept per ``key`` (what identifies ``step`` to the caller: its engine): a search for the
-    fewest prefill engines asks for the same engine at the same rate again (its answer, and the figures at
-    ``_NEAR_FULL`` of capacity, the slowest the chain computes, that every rate past it asks for). Not kept without
-    a key."""
+    """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
+    taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
+    likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
+    None when a prompt does not fit one step's budget, more than ``_MAX_PER_STEP`` prompts fit one, there is no
+    traffic or the queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps
+    do not keep up with the arrivals. From ``_NEAR_FULL`` of the full steps' capacity on, where the chain mixes too
+    slowly to follow, the figures at that load with ``floor`` set: a TTFT that grows with the load stays at least
+    that (the caller's M/G/1 model can be below it there). ``key``: what identifies ``step`` to the caller (its
+    engine); with it the figures are kept per engine and rate (a search for the fewest prefill engines asks for the
+    same ones again, and every rate past ``_NEAR_FULL`` asks for the figures at it, the slowest the chain computes)."""
     if key is None:
         return _prefill_ttft(step, lam, lengths, budget, None)
     length, points = lengths
@@ -246,14 +252,7 @@ def prefill_ttft(step, lam: float, lengths: tuple, budget: int, key=None) -> Bat
 
 
 def _prefill_ttft(step, lam: float, lengths: tuple, budget: int, key) -> BatchTTFT | None:
-    """TTFT of a prefill rank fed ``lam`` prompts a second, ``budget`` tokens a step at most, a step of ``tokens``
-    taking ``step(tokens)`` seconds; ``lengths`` = (the prompts' mean length, a request's own length at equally
-    likely points of their distribution): the queue runs on the mean, a request's own step carries its own prompt.
-    None when a prompt does not fit one step's budget, more than ``_MAX_PER_STEP`` prompts fit one, there is no
-    traffic or the queue does not settle here (the caller keeps its M/G/1 model); infinite figures when full steps
-    do not keep up with the arrivals. From ``_NEAR_FULL`` of the full steps' capacity on, where the chain mixes too
-    slowly to follow, the figures at that load with ``floor`` set: a TTFT that grows with the load stays at least
-    that (the caller's M/G/1 model can be below it there)."""
+    """``prefill_ttft`` computed, not looked up (``key`` passed on to the figures at ``_NEAR_FULL``)."""
     length, points = lengths
     if lam <= 0 or length <= 0 or max(length, *points) > budget:
         return None
