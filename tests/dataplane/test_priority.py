@@ -4,7 +4,8 @@ saturation, and a full priority band refused with 429 at once, per tier.
 The router runs a grid model's rendered scheduler config (flow control with one priority band per
 tier, each band ``maxRequests`` deep, the rendered ``defaultRequestTTL``) and the rendered
 InferenceObjectives (one per tier, the priority of its class); the test client sends each request
-with the tier's objective header, as the grid's gateway sets it from the verified tenant. The pool
+with the tier's objective header and a tenant's fairness id, as the grid's gateway sets them from the
+verified tenant. The pool
 is saturated on purpose: two engines that run one request at a time, long enough that their
 waiting queues pass the router's saturation threshold (utilization detector defaults: 5 waiting).
 """
@@ -13,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections import Counter
 
 import pytest
+from ansible_collections.inference.blueprints.plugins.module_utils.intent.grid import FAIRNESS_HEADER
 
 from .conftest import routed_models
 from .gateway import DROPPED_REASON_HEADER
 from .harness import DataPlane
+from .promql import parse_exposition
 from .traffic import CHAT_PATH, chat_body
 
 SITE = "example-ai-grid"
@@ -28,6 +32,15 @@ LONG = 100  # output tokens of a request that occupies an engine
 FILL = 14  # bronze requests that saturate the pool before the tiers arrive
 DEEP_FILL = 28  # for a full band: the engines stay saturated for several seconds (no dispatch meanwhile)
 SATURATED = 2 * 5  # waiting requests over both engines at which the router holds new ones (detector default 5 each)
+# Requests inside the router's flow control (held, not yet dispatched), by fairness_id and priority (pkg/epp/metrics)
+HELD = "llm_d_epp_flow_control_queue_size"
+# The grid's gateway sets the fairness id to the verified tenant (intent/grid.py): the fill and each tier come from a
+# tenant of their own, so the router's gauge counts each tier's requests apart from the fill's.
+FILL_TENANT = "tenant-fill"
+
+
+def _tenant(tier: str) -> str:
+    return f"tenant-{tier}"
 
 
 def _grid_model():
@@ -54,10 +67,9 @@ def flow_control_off(config: dict) -> dict:
 async def _saturate(dp, gw, header: str, bronze: str, fill: int = FILL) -> list:
     """Start ``fill`` long bronze requests and wait until the engines' queues saturate the pool."""
     model = dp.model["served_name"]
+    sent_as = {header: bronze, FAIRNESS_HEADER: FILL_TENANT}
     started = [
-        asyncio.ensure_future(
-            gw.post(CHAT_PATH, chat_body(model, "fill", f"fill {i}", max_tokens=LONG), {header: bronze})
-        )
+        asyncio.ensure_future(gw.post(CHAT_PATH, chat_body(model, "fill", f"fill {i}", max_tokens=LONG), sent_as))
         for i in range(fill)
     ]
     for _ in range(100):
@@ -69,9 +81,32 @@ async def _saturate(dp, gw, header: str, bronze: str, fill: int = FILL) -> list:
 
 
 def _engine_waiting(ep) -> float:
-    from .promql import parse_exposition
-
     return sum(s.value for s in parse_exposition(ep.metrics()) if s.name == "vllm:num_requests_waiting")
+
+
+def _held_by_tenant(dp) -> Counter:
+    held = Counter()
+    for s in parse_exposition(dp.epp_metrics()):
+        if s.name == HELD:
+            held[s.labels.get("fairness_id")] += s.value
+    return held
+
+
+async def _all_held_at_once(dp, tiers: list[str], per_tier: int, burst: list, sent: asyncio.Event) -> bool:
+    """Whether the router's gauge ever showed every request of the burst held at once, read until the burst is done.
+
+    Each tier's tenant sends ``per_tier`` requests and no more, so a gauge at ``per_tier`` for every tier means
+    none had been dispatched yet and all were in the router's queues together: from then on its dispatch order is
+    its priority order. A request dispatched before a higher tier's even reached the router (the engines' queues
+    dipped below the saturation threshold while the burst was still on its way, which a loaded machine makes
+    likely) says nothing about priority. ``burst`` is the list of (tier, reply) the sender fills, ``sent`` set
+    once it is full."""
+    while not (sent.is_set() and all(f.done() for _, f in burst)):
+        held = await asyncio.to_thread(_held_by_tenant, dp)
+        if all(held[_tenant(t)] >= per_tier for t in tiers):
+            return True
+        await asyncio.sleep(0.01)
+    return False
 
 
 async def admission_order(dp, per_tier: int = 3) -> dict:
@@ -83,13 +118,17 @@ async def admission_order(dp, per_tier: int = 3) -> dict:
     async with dp.gateway() as gw:
         fill = await _saturate(dp, gw, header, tiers[-1]["objective"])
         waiting = sum(_engine_waiting(ep) for ep in dp.endpoints)
-        held = []
+        held, sent = [], asyncio.Event()
+        watch = asyncio.ensure_future(_all_held_at_once(dp, [t["tier"] for t in tiers], per_tier, held, sent))
         for t in reversed(tiers):  # bronze first: FIFO would admit it first
             for i in range(per_tier):
                 body = chat_body(model, t["tier"], f"{t['tier']} {i}", max_tokens=4)
-                held.append((t["tier"], asyncio.ensure_future(gw.post(CHAT_PATH, body, {header: t["objective"]}))))
+                sent_as = {header: t["objective"], FAIRNESS_HEADER: _tenant(t["tier"])}
+                held.append((t["tier"], asyncio.ensure_future(gw.post(CHAT_PATH, body, sent_as))))
                 await asyncio.sleep(0.02)
+        sent.set()
         results = [(tier, await fut) for tier, fut in held]
+        all_held = await watch
         await asyncio.gather(*fill)
     out = {t["tier"]: {"routed": [], "admission": [], "statuses": []} for t in tiers}
     last_sent = max(r.sent_at for _, r in results)
@@ -106,34 +145,36 @@ async def admission_order(dp, per_tier: int = 3) -> dict:
         "by_tier": out,
         "waiting_at_start": waiting,
         "let_through_before_the_last_was_sent": let_through,
+        "all_held_at_once": all_held,
     }
 
 
-async def saturated_admission_order(dp, attempts: int = 3, held: bool = True) -> dict:
+async def saturated_admission_order(dp, attempts: int = 4, held: bool = True) -> dict:
     """admission_order on a pool that was saturated when the tiers' requests left (see saturated_full_band).
 
-    With ``held`` a run counts only when the router held every request of the burst (none let through before
-    the last was sent): the engines' queues are read just before the burst, but on a loaded machine the event
-    loop can stall long enough for them to drain below the router's threshold, and a request admitted on
-    arrival, with no higher tier yet waiting, says nothing about priority. Without flow control the router
-    holds nothing, so that run asks only for saturated engines."""
+    With ``held`` a run counts only when the router's gauge showed every request of the burst held at once (see
+    _all_held_at_once): the engines' queues are read just before the burst, but on a loaded machine they can drain
+    below the router's threshold before the whole burst has reached it, and a request dispatched before a higher
+    tier's arrived says nothing about priority. Without flow control the router holds nothing, so that run asks
+    only for saturated engines."""
     seen = []
     for _ in range(attempts):
         figures = await admission_order(dp)
         seen.append(figures)
-        if figures["waiting_at_start"] >= SATURATED and not (held and figures["let_through_before_the_last_was_sent"]):
+        if figures["waiting_at_start"] >= SATURATED and (figures["all_held_at_once"] or not held):
             return figures
     raise AssertionError(
-        f"the pool never saturated ({SATURATED} waiting, every request held by the router) "
+        f"the pool never saturated ({SATURATED} waiting, every request of the burst held by the router at once) "
         f"before the tiers were sent: {seen}"
     )
 
 
 # The client stamps a routing decision when its one event loop reads the router's answer: on a loaded machine
-# answers the router sent in order can be read a few milliseconds apart the other way. Decisions closer than this
-# count as simultaneous. A router that admitted in arrival order instead (flow control off) admits the lower tier,
-# sent 60 ms earlier, at least that much before the higher one, so the check still fails for it.
-SAME_INSTANT = 0.02
+# answers the router sent in order can be read some milliseconds apart the other way. Decisions closer than this
+# count as simultaneous. A router that admitted in arrival order instead (flow control off) admits the first lower
+# tier request, sent 60 ms before the first higher one, about 100 ms before the last higher one, so the check still
+# fails for it.
+SAME_INSTANT = 0.04
 
 
 def strictly_ordered(figures: dict) -> list[str]:
