@@ -96,8 +96,16 @@ def test_without_the_token_secret_keda_cannot_build_the_scalers(keda, sites):
         f"KEDA's HPA for {name} once its token Secret exists",
         seen=lambda: _condition(_get(cp, "-n", ns, "get", "scaledobject", name), "Ready"),
     )
-    again = _condition(_get(cp, "-n", ns, "get", "scaledobject", name), "Ready")
-    assert again.get("reason") != "ScaledObjectCheckFailed", again
+    # KEDA makes the HPA before it writes the ScaledObject's status in the same reconcile
+    _until(
+        lambda: (
+            _condition(_get(cp, "-n", ns, "get", "scaledobject", name), "Ready").get("reason")
+            != "ScaledObjectCheckFailed"
+        ),
+        60,
+        f"{name}'s Ready condition past ScaledObjectCheckFailed once its HPA exists",
+        seen=lambda: _condition(_get(cp, "-n", ns, "get", "scaledobject", name), "Ready"),
+    )
 
 
 def _users_secrets(cp, ns: str, mine: dict) -> list[dict]:

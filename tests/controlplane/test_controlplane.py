@@ -167,7 +167,7 @@ def test_clusterpolicy_created_by_kubectl_becomes_ready(cluster):
     assert res.returncode == 0, res.stderr
     try:
         res = cluster.kubectl(
-            "wait", "clusterpolicy/gpu-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s"
+            "wait", "clusterpolicy/gpu-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=120s"
         )
         assert res.returncode == 0, res.stderr
     finally:
@@ -192,7 +192,7 @@ def test_never_ready_object_times_out_then_recovers(cluster):
     finally:
         cluster.clear_never_ready()
     res = cluster.kubectl(
-        "wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=20s"
+        "wait", "nicclusterpolicy/nic-cluster-policy", "--for=jsonpath={.status.state}=ready", "--timeout=120s"
     )
     assert res.returncode == 0, res.stderr
     cluster.kubectl("delete", "nicclusterpolicy/nic-cluster-policy", "--wait=false")
@@ -303,7 +303,7 @@ def test_llminferenceservice_and_deployment_become_ready(cluster):
         },
     }
     assert cluster.kubectl("apply", "-f", "-", input=json.dumps(llm) + "\n---\n" + json.dumps(dep)).returncode == 0
-    res = cluster.kubectl("wait", "-n", ns, "llminferenceservice/typo", "--for=condition=Ready", "--timeout=20s")
+    res = cluster.kubectl("wait", "-n", ns, "llminferenceservice/typo", "--for=condition=Ready", "--timeout=120s")
     assert res.returncode == 0, res.stderr
     status = get_json(cluster, "llminferenceservice", "typo", "-n", ns)["status"]
     if cluster.kserve_enabled:  # KServe's own status: no router, so the workload Service's address
@@ -312,7 +312,7 @@ def test_llminferenceservice_and_deployment_become_ready(cluster):
         assert status["addresses"][0]["url"] == f"{scheme}://typo-kserve-workload-svc.{ns}.svc.cluster.local"
     else:  # the simulator's
         assert status["url"].startswith("http://typo.")
-    res = cluster.kubectl("wait", "-n", ns, "deployment/epp", "--for=condition=Available", "--timeout=20s")
+    res = cluster.kubectl("wait", "-n", ns, "deployment/epp", "--for=condition=Available", "--timeout=120s")
     assert res.returncode == 0, res.stderr
     assert get_json(cluster, "deployment", "epp", "-n", ns)["status"]["availableReplicas"] == 2
 

@@ -138,7 +138,9 @@ def test_a_node_lost_with_requests_in_flight(dp_cluster, tmp_path_factory):
     served_by = {e for _t, s, e in placed if s == 200}
     assert 0 < in_flight_failed < 12, f"{in_flight_failed} of 12: the loss should fail only what the node held"
     assert before, "no request failed while the lost engine's pod still said Ready: the fault was not made"
-    assert all(x < 2 for x in late), f"requests still failed {late} s after the pod turned not Ready"
+    # the router watches the pod: a loaded machine delays the event by a second or two, a router that never notices
+    # fails requests through the whole window (NOTICE s)
+    assert all(x < NOTICE / 2 for x in late), f"requests still failed {late} s after the pod turned not Ready"
     assert all(s == 200 for _t, s, _e in placed) and lost.address not in served_by, (placed, lost.address)
     assert spare.address in served_by, f"the pod placed again took no new conversation: {placed}"
     print(

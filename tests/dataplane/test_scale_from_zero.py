@@ -70,6 +70,11 @@ def old_config(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ("featureGates", "flowControl")}
 
 
+def _held_by_router(dp) -> float:
+    """Requests inside the router's flow control (llm_d_epp_flow_control_queue_size, every flow and priority)."""
+    return sum(s.value for s in parse_exposition(dp.epp_metrics()) if s.name == "llm_d_epp_flow_control_queue_size")
+
+
 async def _demand_at_zero(dp, triggers: list[dict], window: float = 3.0) -> dict:
     header = dp.model["scheduler"]["objective_header"]
     objective = dp.model["scheduler"]["objectives"][0]["name"] if dp.model["scheduler"]["objectives"] else None
@@ -84,6 +89,13 @@ async def _demand_at_zero(dp, triggers: list[dict], window: float = 3.0) -> dict
             for i in range(HELD)
         ]
         await asyncio.sleep(window)
+        # a loaded machine can take longer than the window to bring every request to the router: wait until it
+        # holds them all (flow control) or has answered them all (without it, no pod to send them to)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(f.done() for f in held):
+            if await asyncio.to_thread(_held_by_router, dp) >= HELD:
+                break
+            await asyncio.sleep(0.2)
         now = parse_exposition(dp.epp_metrics())
         values = {}
         for t in triggers:

@@ -118,8 +118,14 @@ def test_a_hand_edit_is_drift_and_self_heal_takes_it_back(synced):
         time.sleep(1)
     else:
         raise AssertionError(f"self-heal did not revert {name}:\n{argo.tail()}")
-    # taken back by a sync of Argo CD's own (self-heal: automated, started after the edit), not by anyone else
-    healed = next(a for a in argo.applications() if a["metadata"]["name"] == app["metadata"]["name"])
-    op, before = healed["status"]["operationState"], app["status"]["operationState"]
+    # taken back by a sync of Argo CD's own (self-heal: automated, started after the edit), not by anyone else; the
+    # field is back before the sync records its result (the application controller writes it in a later pass)
+    before, end = app["status"]["operationState"], time.monotonic() + 120
+    while True:
+        healed = next(a for a in argo.applications() if a["metadata"]["name"] == app["metadata"]["name"])
+        op = healed["status"]["operationState"]
+        if (op["startedAt"] > before["startedAt"] and op.get("finishedAt")) or time.monotonic() > end:
+            break
+        time.sleep(1)
     assert op["startedAt"] > before["startedAt"] and op["operation"]["initiatedBy"].get("automated"), op
     assert op["phase"] == "Succeeded" and any(r["name"] == name for r in op["syncResult"]["resources"]), op

@@ -540,7 +540,8 @@ def test_concurrent_waits_time_out_naming_every_pending_object(cluster, ns):
     )
     assert f"{ns}/a " not in msg and f"{ns}/c " not in msg
     assert [o["ready"] for o in failed["objects"]] == [True, False, True, False, False, False]
-    assert 3 <= failed["elapsed"] < 6, failed["elapsed"]  # stops at the deadline, not after per-object timeouts
+    # stops at the deadline (a poll round under load can run past it), not after per-object timeouts (6 x 3 s)
+    assert 3 <= failed["elapsed"] < 12, failed["elapsed"]
 
 
 def test_crd_established_is_read_from_discovery_and_a_refused_crd_times_out_with_its_condition(cluster, ns, tmp_path):

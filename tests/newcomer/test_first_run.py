@@ -47,7 +47,7 @@ def test_make_demo_states_time_and_go_caches_up_front_and_shows_build_progress()
 def test_build_progress_prints_while_a_quiet_command_runs(tmp_path):
     env = {**os.environ, "GOCACHE": str(tmp_path / "cache"), "GOMODCACHE": str(tmp_path / "mod")}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/build_progress.py"), "--every", "0.5", "--", "sleep", "1.8"],
+        [sys.executable, str(ROOT / "scripts/build_progress.py"), "--every", "0.5", "--", "sleep", "3.5"],
         capture_output=True,
         text=True,
         check=True,
