@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -394,7 +395,11 @@ def test_verify_during_a_node_loss_without_spare_gpus_names_the_pod_and_the_caus
         assert during.rc != 0, f"verify passed with the pods' node gone and no GPU to place them on: {said}"
         assert "Unschedulable" in said or "unschedulable" in said, f"verify did not say why the pods wait: {said}"
         assert f"{NAME}-" in said, f"verify did not name the waiting pod: {said}"
-        assert took < 150, f"verify waited its whole timeout ({took:.0f} s) instead of failing on the cause: {said}"
+        # the wait's own clock: the playbook's other tasks and a loaded machine add to the wall clock
+        stopped = re.search(r"stopped waiting after ([\d.e+]+) s of 150 s", said)
+        assert stopped and float(stopped[1]) < 150 / 2 and took < 2 * 150, (
+            f"verify waited its whole timeout ({took:.0f} s) instead of failing on the cause: {said}"
+        )
     finally:
         for n in others:
             cp.kubectl("uncordon", n)

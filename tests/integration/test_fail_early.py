@@ -167,7 +167,9 @@ def test_a_wait_on_unschedulable_pods_stops_early_naming_the_pod_and_the_schedul
     assert f"pod {ns}/qwen-rag-kserve-" in msg and ": Unschedulable: " in msg, msg
     assert 'persistentvolumeclaim "models-qwen3-6-27b" not found' in msg, msg
     assert f"LLMInferenceService {ns}/qwen-rag" in msg, msg
-    assert seconds < timeout / 2, f"the wait took {seconds:.0f} s of its {timeout} s"
+    # the wait's own clock (the playbook's start and KServe's reconcile under a loaded machine add to the wall clock)
+    waited = float(re.match(r"stopped waiting after ([\d.e+]+) s of ", msg)[1])
+    assert waited < timeout / 2 and seconds < timeout, f"the wait took {waited:g} s of its {timeout} s ({seconds:.0f})"
     # serving progress while it waited: pods ready of those that exist, and the cause
     shown = [line for line in run.stdout.splitlines() if " s: LLMInferenceService " in line and "waiting " in line]
     assert shown, run.stdout[-3000:]
