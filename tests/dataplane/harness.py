@@ -618,6 +618,18 @@ class DataPlane:
                 return s.value
         return None
 
+    def held_by_flow(self) -> dict:
+        """Requests inside the router's flow control, not yet dispatched, by fairness id
+        (``llm_d_epp_flow_control_queue_size``, pkg/epp/metrics: summed over priorities)."""
+        from .promql import parse_exposition
+
+        held: dict = {}
+        for s in parse_exposition(self.epp_metrics()):
+            if s.name == "llm_d_epp_flow_control_queue_size":
+                flow = s.labels.get("fairness_id")
+                held[flow] = held.get(flow, 0) + s.value
+        return held
+
     def gateway(self):
         from .gateway import Gateway
 

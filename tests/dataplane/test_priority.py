@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections import Counter
 
 import pytest
 from ansible_collections.inference.blueprints.plugins.module_utils.intent.grid import FAIRNESS_HEADER
@@ -32,8 +31,6 @@ LONG = 100  # output tokens of a request that occupies an engine
 FILL = 14  # bronze requests that saturate the pool before the tiers arrive
 DEEP_FILL = 28  # for a full band: the engines stay saturated for several seconds (no dispatch meanwhile)
 SATURATED = 2 * 5  # waiting requests over both engines at which the router holds new ones (detector default 5 each)
-# Requests inside the router's flow control (held, not yet dispatched), by fairness_id and priority (pkg/epp/metrics)
-HELD = "llm_d_epp_flow_control_queue_size"
 # The grid's gateway sets the fairness id to the verified tenant (intent/grid.py): the fill and each tier come from a
 # tenant of their own, so the router's gauge counts each tier's requests apart from the fill's.
 FILL_TENANT = "tenant-fill"
@@ -84,14 +81,6 @@ def _engine_waiting(ep) -> float:
     return sum(s.value for s in parse_exposition(ep.metrics()) if s.name == "vllm:num_requests_waiting")
 
 
-def _held_by_tenant(dp) -> Counter:
-    held = Counter()
-    for s in parse_exposition(dp.epp_metrics()):
-        if s.name == HELD:
-            held[s.labels.get("fairness_id")] += s.value
-    return held
-
-
 async def _all_held_at_once(dp, tiers: list[str], per_tier: int, burst: list, sent: asyncio.Event) -> bool:
     """Whether the router's gauge ever showed every request of the burst held at once, read until the burst is done.
 
@@ -102,8 +91,8 @@ async def _all_held_at_once(dp, tiers: list[str], per_tier: int, burst: list, se
     likely) says nothing about priority. ``burst`` is the list of (tier, reply) the sender fills, ``sent`` set
     once it is full."""
     while not (sent.is_set() and all(f.done() for _, f in burst)):
-        held = await asyncio.to_thread(_held_by_tenant, dp)
-        if all(held[_tenant(t)] >= per_tier for t in tiers):
+        held = await asyncio.to_thread(dp.held_by_flow)
+        if all(held.get(_tenant(t), 0) >= per_tier for t in tiers):
             return True
         await asyncio.sleep(0.01)
     return False

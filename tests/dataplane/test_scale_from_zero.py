@@ -70,11 +70,6 @@ def old_config(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ("featureGates", "flowControl")}
 
 
-def _held_by_router(dp) -> float:
-    """Requests inside the router's flow control (llm_d_epp_flow_control_queue_size, every flow and priority)."""
-    return sum(s.value for s in parse_exposition(dp.epp_metrics()) if s.name == "llm_d_epp_flow_control_queue_size")
-
-
 async def _demand_at_zero(dp, triggers: list[dict], window: float = 3.0) -> dict:
     header = dp.model["scheduler"]["objective_header"]
     objective = dp.model["scheduler"]["objectives"][0]["name"] if dp.model["scheduler"]["objectives"] else None
@@ -93,7 +88,7 @@ async def _demand_at_zero(dp, triggers: list[dict], window: float = 3.0) -> dict
         # holds them all (flow control) or has answered them all (without it, no pod to send them to)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not all(f.done() for f in held):
-            if await asyncio.to_thread(_held_by_router, dp) >= HELD:
+            if sum((await asyncio.to_thread(dp.held_by_flow)).values()) >= HELD:
                 break
             await asyncio.sleep(0.2)
         now = parse_exposition(dp.epp_metrics())
