@@ -106,6 +106,45 @@ def test_an_admission_refusal_fails_at_once_but_not_an_older_runs_event():
     assert cause["where"] == "ReplicaSet llm-rag/qwen-rag-kserve-abc" and "denied the request" in cause["message"]
 
 
+TIMED_OUT = (
+    'Internal error occurred: failed calling webhook "scc-admit.security.openshift.io": failed to call webhook: '
+    'Post "https://127.0.0.1:38065/mutate?timeout=13s": context deadline exceeded'
+)
+
+
+def _recorded(ev, version):
+    """The same Event after the recorder counted one more recurrence (a new resourceVersion)."""
+    return {**ev, "metadata": {**ev["metadata"], "resourceVersion": str(version)}}
+
+
+def test_a_webhook_timeout_recorded_once_is_not_why_the_wait_waits():
+    """Seen in an emulation of CI (molecule ai_grid, load 20 on 2 cores): the SCC webhook timed out for a
+    StatefulSet's pod, the controller's next try created it, and the Event (listed for an hour) failed the wait 60 s
+    later as if the failure went on."""
+    message = f"create Pod qwen-kserve-mn-0 failed: {TIMED_OUT}"
+    ev = event("e2", "StatefulSet", "qwen-kserve-mn", "FailedCreate", message)
+    state = {"grace": 60}
+    wc.diagnose(SPECS, [], [], state, now=0.0)  # the first read is the baseline: nothing listed yet
+    (cause,) = wc.diagnose(SPECS, [], [ev], state, now=22.0)["causes"]
+    assert cause["reason"] == "FailedCreate" and not cause["at_once"] and cause["spec"] == 1
+    for now in (40.0, 65.0, 82.0):  # the same Event, never recorded again
+        assert wc.diagnose(SPECS, [], [ev], state, now=now)["fatal"] == []
+    assert wc.diagnose(SPECS, [], [ev], state, now=83.0)["causes"] == []  # no recurrence for the grace: it passed
+
+
+def test_a_webhook_failure_the_controller_keeps_recording_fails_after_the_grace():
+    ev = event("e3", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", f"Error creating: {TIMED_OUT}")
+    state = {"grace": 60}
+    wc.diagnose(SPECS, [], [], state, now=0.0)
+    # the controller's retries back off (5 ms doubling): each recurrence updates the one Event
+    for version, now in ((1, 5.0), (2, 15.0), (3, 25.0), (4, 46.0)):
+        assert wc.diagnose(SPECS, [], [_recorded(ev, version)], state, now=now)["fatal"] == []
+    assert wc.diagnose(SPECS, [], [_recorded(ev, 4)], state, now=60.0)["fatal"] == []  # recurring for 41 s
+    (cause,) = wc.diagnose(SPECS, [], [_recorded(ev, 5)], state, now=87.0)["fatal"]
+    assert cause["age"] == 82.0 and cause["where"] == "ReplicaSet llm-rag/qwen-rag-kserve-abc"
+    assert "context deadline exceeded" in wc.describe(cause)
+
+
 def test_progress_lines_count_ready_pods_per_object():
     diag = wc.diagnose(
         SPECS, [pod("qwen-rag-kserve-1", unschedulable=NO_PVC), pod("qwen-kserve-1", "Running")], [], {}, now=0.0

@@ -17,7 +17,13 @@ Sources (kubernetes v1.36):
   ``CreateContainerConfigError``);
 - a workload controller that cannot create its pods records ``FailedCreate`` on itself (ReplicaSet, StatefulSet,
   Job; pkg/controller/controller_utils.go), with the API server's refusal (an admission webhook's denial, a
-  quota, a policy): the controller retries, the refusal stays.
+  quota, a policy): the controller retries, the refusal stays. An event is history, not state: it stays listed
+  (for an hour) after the failure it records has passed, and the controller's recorder updates the same Event
+  (its count, so its resourceVersion) each time the failure recurs (client-go tools/record, EventCorrelator). A
+  FailedCreate that is not a refusal (a webhook that timed out or was unreachable, the API server busy) is
+  therefore a cause only while it recurs: it fails the wait when its Event kept being updated for the grace period,
+  and stops being a cause when no update came for that long (a webhook that timed out once on a busy machine while
+  the controller's next try succeeded is not why the wait is still waiting).
 Pods and controllers belong to the waited object whose name starts theirs (KServe names its workloads
 ``<service>-kserve...``; a Deployment's pods ``<deployment>-<hash>-<id>``; a LeaderWorkerSet's ``<lws>-<group>``).
 """
@@ -86,10 +92,27 @@ def _version(ev: dict) -> tuple:
     return meta.get("uid"), meta.get("resourceVersion")
 
 
-def event_causes(events: list[dict], baseline: dict) -> list[dict]:
+def _recurrence(ev: dict, state: dict, now: float) -> tuple[float, float]:
+    """(when this run first saw the event change, when it last saw it change): local times of the reads that found
+    it new or with a new resourceVersion (the recorder updates one Event per recurrence). ``state["events"]``
+    carries {uid: [resourceVersion, first change, last change]} between reads."""
+    uid, version = _version(ev)
+    seen = state.setdefault("events", {})
+    entry = seen.get(uid)
+    if entry is None:
+        entry = seen[uid] = [version, now, now]
+    elif entry[0] != version:
+        entry[0], entry[2] = version, now
+    return entry[1], entry[2]
+
+
+def event_causes(events: list[dict], state: dict, now: float) -> list[dict]:
     """Warning events that are new since the wait began, or recorded again since (an event seen again is the same
     object updated: its count or series grows): a controller's FailedCreate, a pod's volume that does not mount.
-    ``baseline``: {uid: resourceVersion} at the first read (an older run's events are not this run's causes)."""
+    ``state["baseline"]``: {uid: resourceVersion} at the first read (an older run's events are not this run's
+    causes). A refusal is a cause at once; any other is one while it recurs (module docstring): its ``age`` is how
+    long it kept recurring, and it is dropped once no recurrence came for the grace period."""
+    baseline, grace = state["baseline"], float(state.get("grace", GRACE))
     out = []
     for ev in events:
         uid, version = _version(ev)
@@ -100,9 +123,17 @@ def event_causes(events: list[dict], baseline: dict) -> list[dict]:
         reason, message = ev.get("reason"), ev.get("message") or ""
         if reason == "FailedCreate" and obj.get("kind") != "Pod":
             refused = any(r in message.lower() for r in REFUSED)
-            out.append(_cause(where, "FailedCreate" + (" (refused)" if refused else ""), message, refused))
+            cause = _cause(where, "FailedCreate" + (" (refused)" if refused else ""), message, refused)
         elif reason in POD_EVENTS and obj.get("kind") == "Pod":
-            out.append(_cause(f"pod {obj.get('namespace')}/{obj.get('name')}", reason, message))
+            cause = _cause(f"pod {obj.get('namespace')}/{obj.get('name')}", reason, message)
+        else:
+            continue
+        first, last = _recurrence(ev, state, now)
+        if not cause["at_once"]:
+            if now - last > grace:
+                continue  # not recorded again for the grace period: it passed
+            cause["age"] = round(last - first, 1)
+        out.append(cause)
     return out
 
 
@@ -133,7 +164,7 @@ def diagnose(specs: list[dict], pods: list[dict], events: list[dict], state: dic
         phases[phase] = phases.get(phase, 0) + 1
         progress[i] = (ready + _pod_ready(pod), total + 1, phases)
         found += [{**c, "spec": i} for c in pod_causes(pod)]
-    for c in event_causes(events, state["baseline"]):
+    for c in event_causes(events, state, now):
         i = owner(c["where"].rsplit("/", 1)[-1], names)
         if i is not None:
             found.append({**c, "spec": i})
@@ -141,7 +172,8 @@ def diagnose(specs: list[dict], pods: list[dict], events: list[dict], state: dic
     for c in found:
         key = (c["where"], c["reason"])
         current.add(key)
-        c["age"] = round(now - seen.setdefault(key, now), 1)
+        if "age" not in c:  # an event's age is how long it kept recurring (event_causes)
+            c["age"] = round(now - seen.setdefault(key, now), 1)
     for key in [k for k in seen if k not in current]:
         del seen[key]  # resolved: a cause seen again later starts its grace anew
     fatal = [c for c in found if c["at_once"] or c["age"] >= grace]

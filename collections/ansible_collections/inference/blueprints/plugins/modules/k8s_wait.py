@@ -24,6 +24,9 @@ description:
     or an invalid image name; after a grace period (60 s, E(INFERENCE_BLUEPRINTS_WAIT_GRACE) seconds) for a pod
     the scheduler cannot place (C(PodScheduled=False) reason C(Unschedulable), with the scheduler's message), an
     image that does not pull, a crash loop, a container that cannot be created or a volume that does not mount.
+    An event other than a refusal (a controller's C(FailedCreate) from a webhook that timed out, a volume that
+    does not mount) counts only while it recurs: it fails the wait once the controller has recorded it again and
+    again for the grace period, and stops counting when it was not recorded again for that long.
     A timeout message starts with the first such cause still there. Run on the controller, it shows a progress
     line per workload (pods ready of those that exist, by phase, and the first cause) every 15 seconds.
   - In check mode it returns at once, since nothing it would wait for was created.
