@@ -2,7 +2,7 @@
 
 Fixtures
 --------
-``cluster`` (session)
+``cluster`` (module; the instance is the session's)
     A running control plane of site profile ``h100-8x2-rdma``: kube-apiserver, the workload
     controllers, kube-scheduler, kwok running the profile's nodes, the LeaderWorkerSet and KServe
     controllers, and the status simulator for the rest. Pods are real API objects: a test that
@@ -35,7 +35,11 @@ Fixtures
     ``cluster_factory("sno-rtx-pro-6000")`` or two of one profile for multi-cluster
     blueprints: ``cluster_factory("h100-8x2-rdma", name="burst")``. All are stopped at the
     end of the session, or by ``cluster_factory.release(name)`` when a module is done with
-    its own. ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
+    its own, and when the session leaves a test directory (``pytest_runtest_teardown`` below): every
+    instance but the ``cluster`` one, and that one too when no test left requests a plane. A
+    fixture of a later directory asking for the same name starts it again. So hold an instance in
+    fixtures of module or package scope, never in a session fixture or a module global.
+    ``cluster_factory("h100-8x2-rdma")`` is the ``cluster`` fixture.
     ``kserve=True`` runs the real KServe LLMInferenceService controller in that instance
     (``cluster.kserve``; the simulator then leaves LLMInferenceService status to KServe);
     ``None`` follows the ``KCP_KSERVE`` environment variable (off unless set to 1).
@@ -152,12 +156,38 @@ def cluster_factory():
         if cp is not None:
             cp.stop()
 
+    def release_all(keep: tuple[str, ...] = ()) -> None:
+        for key in [k for k in instances if k not in keep]:
+            release(key)
+
     factory.release = release
+    factory.release_all = release_all
+    _FACTORY.append(factory)
     yield factory
+    _FACTORY.clear()
     for cp in instances.values():
         cp.stop()
 
 
-@pytest.fixture(scope="session")
+# The session's factory while it exists: the teardown hook below reads it.
+_FACTORY: list = []
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Leaving a test directory, stop the planes its tests started: an idle plane (kube-apiserver, etcd, the
+    controllers, kwok) costs 4-5 % of a core, measured on a quiet machine, and a session that kept every plane it
+    started until its end had five to seven idle ones in its last half hour. The ``cluster`` instance (the default
+    profile, which most directories use) stays while a later test may request a plane (cluster_factory in its
+    fixtures); a later directory that asks again for a released one starts it again."""
+    yield
+    if not _FACTORY or (nextitem is not None and nextitem.path.parent == item.path.parent):
+        return
+    later = item.session.items[item.session.items.index(nextitem) :] if nextitem is not None else []
+    wanted = any("cluster_factory" in it.fixturenames for it in later)
+    _FACTORY[0].release_all(keep=(DEFAULT_PROFILE,) if wanted else ())
+
+
+@pytest.fixture(scope="module")
 def cluster(cluster_factory) -> ControlPlane:
     return cluster_factory(DEFAULT_PROFILE)

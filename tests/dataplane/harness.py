@@ -231,6 +231,13 @@ class Endpoint:
             raise DataPlaneError(f"{self.pod}: engine /metrics answered {status}")
         return text
 
+    def in_flight(self) -> float:
+        """Requests the engine holds, running or waiting (its vllm:num_requests_running and _waiting gauges)."""
+        from .promql import parse_exposition
+
+        names = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+        return sum(s.value for s in parse_exposition(self.metrics()) if s.name in names)
+
 
 class DataPlane:
     """One model's router, engines and control-plane objects. Use as a context manager.

@@ -262,7 +262,11 @@ def test_a_full_band_is_refused_at_once(dp_cluster, tmp_path, grid, tier):
         figures = asyncio.run(saturated_full_band(dp, band))
     assert figures["refused"] >= 1, f"{tier}: no request refused beyond a full band: {figures}"
     assert figures["refused"] <= figures["sent"] - figures["band"], f"{tier}: refused inside the band: {figures}"
-    assert figures["refused_after_seconds"] < 2.0, figures
+    # "at once": long before the router's request TTL, when a request held in a queue is dropped (a band that did
+    # not refuse would answer its overflow 429 at the TTL, or 200). Not a latency figure: 180 requests at once
+    # through Envoy and the router took up to 2.1 s on a machine at load 20 (an emulation of CI)
+    ttl = float(model["scheduler"]["flow_control"]["request_ttl"].rstrip("s"))
+    assert figures["refused_after_seconds"] < ttl / 3, (ttl, figures)
     assert figures["reasons"] != [""], figures
 
 

@@ -54,13 +54,19 @@ async def _until_clean(dp, model: dict, avoid: str | None, seconds: float) -> tu
 
 
 async def _killed_in_flight(dp, model: dict, victim) -> int:
-    """Send 12 requests, kill ``victim``'s engine (SIGKILL) while they are in flight; the number that failed."""
+    """Send 12 requests, kill ``victim``'s engine (SIGKILL) once it holds some of them (its own gauges: a loaded
+    machine can take longer than a request's 2 s to bring the first ones through Envoy and the router); the
+    number that failed."""
     async with dp.gateway() as gw:
         flight = [asyncio.ensure_future(_ask(gw, model, i)) for i in range(12)]
-        await asyncio.sleep(0.8)
+        t0, held = time.monotonic(), 0.0
+        while not held and time.monotonic() - t0 < 20:
+            await asyncio.sleep(0.2)
+            held = await asyncio.to_thread(victim.in_flight)
         for p in victim.procs:
             p.popen.kill()
         done = await asyncio.gather(*flight)
+    assert held, f"{victim.pod}'s engine held none of the 12 requests within 20 s: nothing in flight to fail"
     return sum(1 for status, _ in done if status != 200)
 
 

@@ -56,7 +56,8 @@ def test_pods_that_fit_no_node_stop_preflight_before_any_write(cluster_factory, 
 @pytest.fixture(scope="module")
 def plane(cluster_factory):
     # the plane of tests/integration/test_k8s_endpoints.py: no KServe controller, nothing else writes the pods
-    return cluster_factory(DEFAULT_PROFILE, name="endpoints-no-kserve", kserve=False)
+    yield cluster_factory(DEFAULT_PROFILE, name="endpoints-no-kserve", kserve=False)
+    cluster_factory.release("endpoints-no-kserve")  # its last user: an idle plane costs CPU for the rest of the session
 
 
 def _gpu_nodes(plane) -> list[str]:
