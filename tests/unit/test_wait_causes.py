@@ -145,6 +145,25 @@ def test_a_webhook_failure_the_controller_keeps_recording_fails_after_the_grace(
     assert "context deadline exceeded" in wc.describe(cause)
 
 
+def test_a_failure_recorded_as_new_events_still_counts_as_one_that_recurs():
+    """The recorder makes a new Event when the message differs (the webhook's remaining timeout is in it): the
+    recurrence is the cause's (its controller and reason), not one Event's; and one that passed starts anew."""
+    state = {"grace": 60}
+    wc.diagnose(SPECS, [], [], state, now=0.0)
+    for n, now in enumerate((5.0, 20.0, 41.0)):
+        message = f"Error creating: {TIMED_OUT.replace('timeout=13s', f'timeout={13 - n}s')}"
+        events = [event(f"e{4 + n}", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", message)]
+        assert wc.diagnose(SPECS, [], events, state, now=now)["fatal"] == []
+    events.append(event("e9", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", f"Error creating: {TIMED_OUT}"))
+    (cause,) = wc.diagnose(SPECS, [], events, state, now=70.0)["fatal"]
+    assert cause["age"] == 65.0
+    # it passed (no new recording for the grace), then came back: its grace starts again
+    assert wc.diagnose(SPECS, [], events, state, now=131.0)["causes"] == []
+    events.append(event("e10", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", f"Error creating: {TIMED_OUT}."))
+    diag = wc.diagnose(SPECS, [], events, state, now=140.0)
+    assert diag["fatal"] == [] and [c["age"] for c in diag["causes"]] == [0.0]
+
+
 def test_progress_lines_count_ready_pods_per_object():
     diag = wc.diagnose(
         SPECS, [pod("qwen-rag-kserve-1", unschedulable=NO_PVC), pod("qwen-kserve-1", "Running")], [], {}, now=0.0

@@ -21,9 +21,10 @@ Sources (kubernetes v1.36):
   (for an hour) after the failure it records has passed, and the controller's recorder updates the same Event
   (its count, so its resourceVersion) each time the failure recurs (client-go tools/record, EventCorrelator). A
   FailedCreate that is not a refusal (a webhook that timed out or was unreachable, the API server busy) is
-  therefore a cause only while it recurs: it fails the wait when its Event kept being updated for the grace period,
-  and stops being a cause when no update came for that long (a webhook that timed out once on a busy machine while
-  the controller's next try succeeded is not why the wait is still waiting).
+  therefore a cause only while it recurs: it fails the wait when it kept being recorded for the grace period (its
+  Event updated, or a new one for the same object and reason: the recorder makes a new Event when the message
+  differs), and stops being a cause when nothing was recorded for that long (a webhook that timed out once on a
+  busy machine while the controller's next try succeeded is not why the wait is still waiting).
 Pods and controllers belong to the waited object whose name starts theirs (KServe names its workloads
 ``<service>-kserve...``; a Deployment's pods ``<deployment>-<hash>-<id>``; a LeaderWorkerSet's ``<lws>-<group>``).
 """
@@ -92,18 +93,14 @@ def _version(ev: dict) -> tuple:
     return meta.get("uid"), meta.get("resourceVersion")
 
 
-def _recurrence(ev: dict, state: dict, now: float) -> tuple[float, float]:
-    """(when this run first saw the event change, when it last saw it change): local times of the reads that found
-    it new or with a new resourceVersion (the recorder updates one Event per recurrence). ``state["events"]``
-    carries {uid: [resourceVersion, first change, last change]} between reads."""
+def _changed(ev: dict, state: dict) -> bool:
+    """Whether this read finds the event new or with a new resourceVersion (the recorder updates one Event per
+    recurrence). ``state["events"]`` carries {uid: resourceVersion} between reads."""
     uid, version = _version(ev)
     seen = state.setdefault("events", {})
-    entry = seen.get(uid)
-    if entry is None:
-        entry = seen[uid] = [version, now, now]
-    elif entry[0] != version:
-        entry[0], entry[2] = version, now
-    return entry[1], entry[2]
+    changed = seen.get(uid) != version
+    seen[uid] = version
+    return changed
 
 
 def event_causes(events: list[dict], state: dict, now: float) -> list[dict]:
@@ -111,8 +108,11 @@ def event_causes(events: list[dict], state: dict, now: float) -> list[dict]:
     object updated: its count or series grows): a controller's FailedCreate, a pod's volume that does not mount.
     ``state["baseline"]``: {uid: resourceVersion} at the first read (an older run's events are not this run's
     causes). A refusal is a cause at once; any other is one while it recurs (module docstring): its ``age`` is how
-    long it kept recurring, and it is dropped once no recurrence came for the grace period."""
+    long it kept recurring (``state["recurring"]``: {(where, reason): [first, last]}, the local times of the reads
+    that found one of its events new or updated; the recorder makes a new Event when the message differs, as a
+    webhook's remaining timeout in it does), and it is dropped once no recurrence came for the grace period."""
     baseline, grace = state["baseline"], float(state.get("grace", GRACE))
+    recurring = state.setdefault("recurring", {})
     out = []
     for ev in events:
         uid, version = _version(ev)
@@ -128,11 +128,16 @@ def event_causes(events: list[dict], state: dict, now: float) -> list[dict]:
             cause = _cause(f"pod {obj.get('namespace')}/{obj.get('name')}", reason, message)
         else:
             continue
-        first, last = _recurrence(ev, state, now)
+        key, changed = (cause["where"], cause["reason"]), _changed(ev, state)
+        span = recurring.get(key)
+        if span is None or (changed and now - span[1] > grace):  # first seen, or back after it had passed
+            span = recurring[key] = [now, now]
+        elif changed:
+            span[1] = now
         if not cause["at_once"]:
-            if now - last > grace:
+            if now - span[1] > grace:
                 continue  # not recorded again for the grace period: it passed
-            cause["age"] = round(last - first, 1)
+            cause["age"] = round(span[1] - span[0], 1)
         out.append(cause)
     return out
 
