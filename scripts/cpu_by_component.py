@@ -6,17 +6,20 @@
 Every ``--every`` seconds the processes under the command are read from /proc (utime + stime, the command line,
 the parent); at the end each process's last reading is summed by component (kube-apiserver, etcd and kcp, the
 KServe controller, ansible-playbook, pytest, ...) and by the tier its nearest pytest or molecule ancestor runs.
-The command's own total comes from the kernel (wait4's resource usage of the command and every descendant it
-reaped), so the part no reading saw (processes shorter than the interval: ansible's forked workers, short kubectl
-calls) is printed too, not guessed. Control planes get one line each: CPU in their first 60 s (the start) and
-after it (idle and work), and how long they lived. Linux only; nothing outside the command's tree is read.
+The total comes from the kernel: the resource usage of every process reaped, the command's descendants and the
+orphans they leave (a control plane that ``cluster.py up`` leaves running), which this process adopts as a
+subreaper and reaps. So the part no reading saw (processes shorter than the interval: ansible's forked workers,
+short kubectl calls) is printed too, not guessed. Each kube-apiserver is listed with its CPU in its first 60 s
+(the start) and after (idle and work), and how long it lived. Linux only; nothing outside the tree is read.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -37,19 +40,19 @@ START = 60.0  # seconds counted as a control plane's start
 
 
 def component(argv: list[str]) -> str:
-    """The component a process is, from its command line."""
+    """The component a process is, from its program (a Python program by its script or ``-m`` module)."""
     if not argv:
         return "?"
-    base, line = Path(argv[0]).name, " ".join(argv)
+    base = Path(argv[0]).name
     if base == "kcp":  # tests/controlplane/cmd/kcp: one binary, its children named by their first argument
-        return {"apiserver": "kube-apiserver", "run": "kcp (etcd, packages)"}.get(
-            argv[1] if len(argv) > 1 else "", f"kcp {argv[1:2]}"
-        )
-    for marker in ("ansible-playbook", "ansible-lint", "ansible-test", "molecule", "pytest", "galaxy_importer"):
-        if marker in line:
-            return marker
+        role = argv[1] if len(argv) > 1 else ""
+        return {"apiserver": "kube-apiserver", "run": "kcp (etcd, packages)"}.get(role, f"kcp {role}")
     if base.startswith("python") and len(argv) > 1:
-        return f"python {Path(argv[1]).name}"
+        if argv[1] == "-m" and len(argv) > 2:
+            return argv[2].split(".")[0]
+        if argv[1].startswith("-"):
+            return f"python {argv[1]}"
+        return Path(argv[1]).name
     return base
 
 
@@ -63,77 +66,98 @@ def read(pid: int) -> tuple[int, float, int] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, int(fields[19])
 
 
+def become_subreaper() -> bool:
+    """Adopt the command's orphans (a control plane that ``cluster.py up`` starts and leaves running is one): they
+    stay in the tree read here, and their CPU reaches the kernel's count when this process reaps them."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 class Sampler:
-    def __init__(self, root: int, every: float):
-        self.root, self.every, self.t0 = root, every, time.monotonic()
+    def __init__(self, command: int, every: float):
+        self.root, self.command, self.every, self.t0 = os.getpid(), command, every, time.monotonic()
         self.procs: dict = {}  # (pid, start ticks) -> record
         self.stop = threading.Event()
 
     def _tree(self) -> dict:
-        parents = {}
+        """{pid: (parent, CPU, start)} of every process under this one (the command, and orphans adopted)."""
+        stats = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit() and (got := read(int(entry))):
-                parents[int(entry)] = got
-        inside, frontier = set(), [self.root]
+                stats[int(entry)] = got
         children: dict = {}
-        for pid, (ppid, _cpu, _st) in parents.items():
+        for pid, (ppid, _cpu, _st) in stats.items():
             children.setdefault(ppid, []).append(pid)
+        inside, frontier = {}, list(children.get(self.root, []))
         while frontier:
             pid = frontier.pop()
-            inside.add(pid)
+            inside[pid] = stats[pid]
             frontier.extend(children.get(pid, []))
-        return {pid: parents[pid] for pid in inside if pid in parents}
+        return inside, stats
 
     def sample(self) -> None:
         now = time.monotonic() - self.t0
-        for pid, (ppid, cpu, started) in self._tree().items():
+        tree, stats = self._tree()
+        for pid, (ppid, cpu, started) in tree.items():
             rec = self.procs.get((pid, started))
             if rec is None:
                 try:
                     argv = [a for a in Path(f"/proc/{pid}/cmdline").read_text().split("\0") if a]
                 except OSError:
                     continue
+                parent = (ppid, stats[ppid][2]) if ppid in stats else None
                 rec = self.procs[(pid, started)] = {
-                    "pid": pid, "ppid": ppid, "argv": argv, "component": component(argv),
+                    "pid": pid, "parent": parent, "argv": argv, "component": component(argv),
                     "first": now, "last": now, "cpu": 0.0, "cpu_at_start": None,
                 }  # fmt: skip
             rec["cpu"], rec["last"] = max(rec["cpu"], cpu), now
             if rec["cpu_at_start"] is None and now - rec["first"] >= START:
                 rec["cpu_at_start"] = rec["cpu"]
+            if ppid == self.root and pid != self.command:
+                with contextlib.suppress(ChildProcessError):  # an adopted orphan that exited: reaped (read above)
+                    os.waitpid(pid, os.WNOHANG)
 
     def run(self) -> None:
         while not self.stop.is_set():
             self.sample()
             self.stop.wait(self.every)
 
-    def tier(self, rec: dict) -> str:
-        by_pid = {r["pid"]: r for r in self.procs.values()}
-        seen = 0
-        while rec is not None and seen < 64:
-            line = " ".join(rec["argv"])
-            if "pytest" in line or "molecule" in line or "ansible-lint" in line or "ansible_test" in line:
-                for marker, name in TIERS:
-                    if marker in line:
-                        return name
-            rec, seen = by_pid.get(rec["ppid"]), seen + 1
-        return "other"
+    def tiers(self) -> dict:
+        """{(pid, start): tier}: the tier of each process's nearest pytest, molecule, lint or sanity ancestor (its
+        parent as first read, so an orphan adopted here keeps its tier when it was read before its parent left)."""
+        out: dict = {}
+        for key, rec in self.procs.items():
+            name, seen, cur = "other", 0, rec
+            while cur is not None and seen < 64:
+                line = " ".join(cur["argv"])
+                if Path(cur["argv"][0]).name != "make" and any(m in line for m, _ in TIERS):
+                    name = next(t for m, t in TIERS if m in line)
+                    break
+                cur, seen = self.procs.get(cur["parent"]), seen + 1
+            out[key] = name
+        return out
 
 
 def report(sampler: Sampler, total: float, wall: float) -> dict:
     by_component, by_tier = Counter(), Counter()
-    for rec in sampler.procs.values():
+    tiers = sampler.tiers()
+    for key, rec in sampler.procs.items():
         by_component[rec["component"]] += rec["cpu"]
-        by_tier[sampler.tier(rec)] += rec["cpu"]
+        by_tier[tiers[key]] += rec["cpu"]
     seen = sum(by_component.values())
     planes = [
         {
-            "tier": sampler.tier(r),
+            "tier": tiers[key],
             "pid": r["pid"],
             "lived_s": round(r["last"] - r["first"]),
             "start_cpu_s": round(r["cpu_at_start"] if r["cpu_at_start"] is not None else r["cpu"], 1),
             "after_start_cpu_s": round(r["cpu"] - (r["cpu_at_start"] or r["cpu"]), 1),
         }  # fmt: skip
-        for r in sampler.procs.values()
+        for key, r in sampler.procs.items()
         if r["component"] == "kube-apiserver"
     ]
     return {
@@ -153,14 +177,18 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("no command given (after --)")
+    become_subreaper()
     t0 = time.monotonic()
     child = subprocess.Popen(command)  # noqa: S603 - the user's own command
     sampler = Sampler(child.pid, args.every)
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
-    _pid, status, usage = os.wait4(child.pid, 0)
+    _pid, status, _usage = os.wait4(child.pid, 0)
     sampler.stop.set()
     thread.join()
+    sampler.sample()  # reaps the orphans that exited since the last reading
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every process reaped: the command's and adopted ones'
+
     try:  # the command's own exit status is what this returns, whatever the accounting meets
         figures = report(sampler, usage.ru_utime + usage.ru_stime, time.monotonic() - t0)
         print(f"== CPU: {figures['cpu_s']} CPU-s in {figures['wall_s']} s ({figures['unseen_cpu_s']} in processes no "

@@ -171,17 +171,25 @@ def cluster_factory():
 
 # The session's factory while it exists: the teardown hook below reads it.
 _FACTORY: list = []
+_TESTS = Path(__file__).resolve().parent
+
+
+def _area(item) -> str:
+    """The test directory directly under tests/ an item belongs to (package fixtures live no wider)."""
+    path = Path(item.path).resolve()
+    return path.relative_to(_TESTS).parts[0] if path.is_relative_to(_TESTS) else str(path.parent)
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Leaving a test directory, stop the planes its tests started: an idle plane (kube-apiserver, etcd, the
-    controllers, kwok) costs 4-5 % of a core, measured on a quiet machine, and a session that kept every plane it
-    started until its end had five to seven idle ones in its last half hour. The ``cluster`` instance (the default
-    profile, which most directories use) stays while a later test may request a plane (cluster_factory in its
-    fixtures); a later directory that asks again for a released one starts it again."""
+    """Leaving a test directory (one under tests/), stop the planes its tests started: an idle plane (kube-apiserver,
+    etcd, the controllers, kwok) costs 4-5 % of a core, measured on a quiet machine, and a session that kept every
+    plane it started until its end had five to seven idle ones in its last half hour (docs/ci-time.md). The
+    ``cluster`` instance (the default profile, which most directories use) stays while a later test may request a
+    plane (cluster_factory in its fixtures); a later directory that asks again for a released one starts it
+    again."""
     yield
-    if not _FACTORY or (nextitem is not None and nextitem.path.parent == item.path.parent):
+    if not _FACTORY or (nextitem is not None and _area(nextitem) == _area(item)):
         return
     later = item.session.items[item.session.items.index(nextitem) :] if nextitem is not None else []
     wanted = any("cluster_factory" in it.fixturenames for it in later)

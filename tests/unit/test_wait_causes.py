@@ -207,6 +207,36 @@ def test_the_wait_stops_early_naming_the_pod_and_a_timeout_names_the_first_cause
     ), timed_out["msg"]
 
 
+class LateEvents(FakeClient):
+    """The events appear after the wait's first read (its baseline), then never change."""
+
+    def request(self, method, path, query=None, **_kw):
+        if path.endswith("/events"):
+            self.reads = getattr(self, "reads", 0) + 1
+            return {"items": self.events if self.reads > 1 else []}
+        return super().request(method, path, query)
+
+
+def test_a_timeout_names_the_failure_recorded_last_when_it_passed(monkeypatch):
+    """A failure recorded less often than the grace (the recorder's spam filter lets one Event of an object through
+    every five minutes after a burst) is not a current cause; the timeout still names it, saying when it was."""
+    monkeypatch.setattr(k8s_wait, "DIAGNOSE_EVERY", 0.0)
+    ev = event("e11", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", f"Error creating: {TIMED_OUT}")
+    out = k8s_wait.wait(LateEvents([], [ev]), SPECS[:1], timeout=1, sleep=0.05, grace=0.2)
+    assert out["msg"].startswith("timed out after 1 s: last recorded cause ("), out["msg"]
+    assert "s before the timeout): ReplicaSet llm-rag/qwen-rag-kserve-abc: FailedCreate: Error creating: " in out["msg"]
+
+
+def test_one_cause_per_object_and_reason_with_the_message_recorded_last():
+    state = {"grace": 60}
+    wc.diagnose(SPECS, [], [], state, now=0.0)
+    old = event("e12", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", "Error creating: first message")
+    new = event("e13", "ReplicaSet", "qwen-rag-kserve-abc", "FailedCreate", "Error creating: second message")
+    wc.diagnose(SPECS, [], [old], state, now=5.0)
+    (cause,) = wc.diagnose(SPECS, [], [old, new], state, now=10.0)["causes"]
+    assert cause["message"] == "Error creating: second message" and cause["age"] == 5.0
+
+
 def test_progress_lines_reach_the_reporter_during_the_wait(monkeypatch):
     monkeypatch.setattr(k8s_wait, "DIAGNOSE_EVERY", 0.0)
     monkeypatch.setattr(k8s_wait, "PROGRESS_EVERY", 0.0)

@@ -130,16 +130,23 @@ def spec_ref(spec):
     )
 
 
-def timeout_message(timeout, specs, state, causes=()):
+def timeout_message(timeout, specs, state, causes=(), passed=()):
     """``timed out after N s: <ref>: waited for <test>; last saw <seen>; ...`` (every object still waiting), led by
-    the first cause its pods showed (``causes``: wait_causes.diagnose's)."""
+    the first cause its pods showed (``causes``: wait_causes.diagnose's), else by the one recorded last of those
+    that passed (``passed``: wait_causes.passed_causes)."""
     lines = [
         f"{spec_ref(spec)}: waited for {describe_test(spec)}; last saw {state[i][1]}"
         for i, spec in enumerate(specs)
         if not state[i][0]
     ]
     first = next((c for c in causes if not state[c["spec"]][0]), None)
-    lead = f"first blocking cause: {wait_causes.describe(first)}; " if first else ""
+    earlier = next((c for c in passed if not state[c["spec"]][0]), None)
+    if first:
+        lead = f"first blocking cause: {wait_causes.describe(first)}; "
+    elif earlier:
+        lead = f"last recorded cause ({earlier['ago']:g} s before the timeout): {wait_causes.describe(earlier)}; "
+    else:
+        lead = ""
     return f"timed out after {timeout} s: {lead}" + "; ".join(lines)
 
 
@@ -301,7 +308,7 @@ def wait(client, specs, timeout, sleep, grace=wait_causes.GRACE):
             if now >= deadline:
                 return {
                     "failed": True,
-                    "msg": timeout_message(timeout, specs, state, watch.causes),
+                    "msg": timeout_message(timeout, specs, state, watch.causes, watch.passed(now)),
                     "objects": report(specs, state),
                     "elapsed": elapsed,
                     "causes": [wait_causes.describe(c) for c in watch.causes],
@@ -316,7 +323,7 @@ class Diagnosis:
     def __init__(self, client, specs, start, grace):
         self.client, self.specs, self.start = client, specs, start
         self.state = {"grace": grace}
-        self.causes = []
+        self.causes, self.pending = [], []
         self.read_at, self.shown_at = None, start
         self.workloads = any(s["kind"] in wait_causes.WORKLOAD_KINDS for s in specs)
 
@@ -324,7 +331,7 @@ class Diagnosis:
         """The fatal causes (a list, empty while waiting may still help); shows a progress line now and then."""
         if not self.workloads or (not final and self.read_at is not None and now - self.read_at < DIAGNOSE_EVERY):
             return []
-        self.read_at = now
+        self.read_at, self.pending = now, pending
         pods, events = read_pods(self.client, self.specs, pending)
         diag = wait_causes.diagnose(self.specs, pods, events, self.state, now)
         self.causes = [c for c in diag["causes"] if c["spec"] in pending]
@@ -333,6 +340,10 @@ class Diagnosis:
             for line in wait_causes.progress_lines(self.specs, pending, diag, spec_ref):
                 PROGRESS(f"waiting {now - self.start:.0f} s: {line}")
         return [c for c in diag["fatal"] if c["spec"] in pending]
+
+    def passed(self, now):
+        """Event causes that passed, for the objects still waited for (wait_causes.passed_causes)."""
+        return wait_causes.passed_causes(self.specs, self.state, self.pending, now)
 
 
 def run(params, check_mode=False, diff=False, env=None):

@@ -103,41 +103,56 @@ def _changed(ev: dict, state: dict) -> bool:
     return changed
 
 
+def _event_cause(ev: dict) -> dict | None:
+    obj = ev.get("involvedObject") or {}
+    reason, message = ev.get("reason"), ev.get("message") or ""
+    if reason == "FailedCreate" and obj.get("kind") != "Pod":
+        refused = any(r in message.lower() for r in REFUSED)
+        where = f"{obj.get('kind')} {obj.get('namespace')}/{obj.get('name')}"
+        return _cause(where, "FailedCreate" + (" (refused)" if refused else ""), message, refused)
+    if reason in POD_EVENTS and obj.get("kind") == "Pod":
+        return _cause(f"pod {obj.get('namespace')}/{obj.get('name')}", reason, message)
+    return None
+
+
 def event_causes(events: list[dict], state: dict, now: float) -> list[dict]:
     """Warning events that are new since the wait began, or recorded again since (an event seen again is the same
     object updated: its count or series grows): a controller's FailedCreate, a pod's volume that does not mount.
     ``state["baseline"]``: {uid: resourceVersion} at the first read (an older run's events are not this run's
-    causes). A refusal is a cause at once; any other is one while it recurs (module docstring): its ``age`` is how
-    long it kept recurring (``state["recurring"]``: {(where, reason): [first, last]}, the local times of the reads
-    that found one of its events new or updated; the recorder makes a new Event when the message differs, as a
-    webhook's remaining timeout in it does), and it is dropped once no recurrence came for the grace period."""
+    causes). One cause per object and reason, with the message recorded last. A refusal is a cause at once; any
+    other is one while it recurs (module docstring): its ``age`` is how long it kept recurring
+    (``state["recurring"]``: {(where, reason): [first, last, cause]}, the local times of the reads that found one of
+    its events new or updated; the recorder makes a new Event when the message differs, as a webhook's remaining
+    timeout in it does). One not recorded again for the grace period has passed: it moves to ``state["passed"]``
+    ({(where, reason): (cause, last)}), which a timeout still names when nothing else is known."""
     baseline, grace = state["baseline"], float(state.get("grace", GRACE))
     recurring = state.setdefault("recurring", {})
-    out = []
+    passed = state.setdefault("passed", {})
+    here = []
     for ev in events:
         uid, version = _version(ev)
         if uid in baseline and baseline[uid] == version:
             continue
-        obj = ev.get("involvedObject") or {}
-        where = f"{obj.get('kind')} {obj.get('namespace')}/{obj.get('name')}"
-        reason, message = ev.get("reason"), ev.get("message") or ""
-        if reason == "FailedCreate" and obj.get("kind") != "Pod":
-            refused = any(r in message.lower() for r in REFUSED)
-            cause = _cause(where, "FailedCreate" + (" (refused)" if refused else ""), message, refused)
-        elif reason in POD_EVENTS and obj.get("kind") == "Pod":
-            cause = _cause(f"pod {obj.get('namespace')}/{obj.get('name')}", reason, message)
-        else:
+        cause = _event_cause(ev)
+        if cause is None:
             continue
         key, changed = (cause["where"], cause["reason"]), _changed(ev, state)
         span = recurring.get(key)
         if span is None or (changed and now - span[1] > grace):  # first seen, or back after it had passed
-            span = recurring[key] = [now, now]
+            span = recurring[key] = [now, now, cause]
+            passed.pop(key, None)
         elif changed:
-            span[1] = now
+            span[1], span[2] = now, cause
+        if key not in here:
+            here.append(key)
+    out = []
+    for key in here:
+        first, last, cause = recurring[key]
         if not cause["at_once"]:
-            if now - span[1] > grace:
-                continue  # not recorded again for the grace period: it passed
-            cause["age"] = round(span[1] - span[0], 1)
+            if now - last > grace:
+                passed[key] = (cause, last)  # not recorded again for the grace period: it passed
+                continue
+            cause = {**cause, "age": round(last - first, 1)}
         out.append(cause)
     return out
 
@@ -183,6 +198,20 @@ def diagnose(specs: list[dict], pods: list[dict], events: list[dict], state: dic
         del seen[key]  # resolved: a cause seen again later starts its grace anew
     fatal = [c for c in found if c["at_once"] or c["age"] >= grace]
     return {"fatal": fatal, "causes": found, "progress": progress}
+
+
+def passed_causes(specs: list[dict], state: dict, pending: list[int], now: float) -> list[dict]:
+    """Event causes that passed (not recorded again for the grace period) for objects still waited for, latest
+    first, each with ``ago``: seconds since it was last recorded. A timeout names one when no current cause is
+    known: a failure recorded less often than the grace (the recorder's spam filter lets one Event of an object
+    through every five minutes after a burst) is not a current cause, but it may still be why."""
+    names = [s["name"] if s["kind"] in WORKLOAD_KINDS else "" for s in specs]
+    out = []
+    for cause, last in (state.get("passed") or {}).values():
+        i = owner(cause["where"].rsplit("/", 1)[-1], names)
+        if i is not None and i in pending:
+            out.append({**cause, "spec": i, "ago": round(now - last, 1)})
+    return sorted(out, key=lambda c: c["ago"])
 
 
 def describe(cause: dict) -> str:

@@ -27,7 +27,8 @@ description:
     An event other than a refusal (a controller's C(FailedCreate) from a webhook that timed out, a volume that
     does not mount) counts only while it recurs: it fails the wait once the controller has recorded it again and
     again for the grace period, and stops counting when it was not recorded again for that long.
-    A timeout message starts with the first such cause still there. Run on the controller, it shows a progress
+    A timeout message starts with the first such cause still there, else with the one of those that stopped
+    recurring that was recorded last, and how long before the timeout. Run on the controller, it shows a progress
     line per workload (pods ready of those that exist, by phase, and the first cause) every 15 seconds.
   - In check mode it returns at once, since nothing it would wait for was created.
   - A kind the cluster does not serve yet (an operator still installing its CRDs) counts as not
