@@ -25,7 +25,7 @@ description:
     the scheduler cannot place (C(PodScheduled=False) reason C(Unschedulable), with the scheduler's message), an
     image that does not pull, a crash loop, a container that cannot be created or a volume that does not mount.
     An event other than a refusal (a controller's C(FailedCreate) from a webhook that timed out, a volume that
-    does not mount) counts only while it recurs: it fails the wait once the controller has recorded it again and
+    does not mount) counts only while it recurs; it fails the wait once the controller has recorded it again and
     again for the grace period, and stops counting when it was not recorded again for that long.
     A timeout message starts with the first such cause still there, else with the one of those that stopped
     recurring that was recorded last, and how long before the timeout. Run on the controller, it shows a progress
