@@ -123,7 +123,10 @@ class Sampler:
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.sample()
+            try:
+                self.sample()
+            except Exception as exc:  # noqa: BLE001 - a reading that fails is skipped; the command runs on
+                print(f"== cpu_by_component: a reading failed: {exc!r}", file=sys.stderr)
             self.stop.wait(self.every)
 
     def tiers(self) -> dict:
