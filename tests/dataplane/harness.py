@@ -231,12 +231,15 @@ class Endpoint:
             raise DataPlaneError(f"{self.pod}: engine /metrics answered {status}")
         return text
 
-    def in_flight(self) -> float:
-        """Requests the engine holds, running or waiting (its vllm:num_requests_running and _waiting gauges)."""
+    def gauges(self, *names: str) -> float:
+        """The sum of the engine's gauges of these names (one read of its /metrics)."""
         from .promql import parse_exposition
 
-        names = ("vllm:num_requests_running", "vllm:num_requests_waiting")
         return sum(s.value for s in parse_exposition(self.metrics()) if s.name in names)
+
+    def in_flight(self) -> float:
+        """Requests the engine holds, running or waiting."""
+        return self.gauges("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
 class DataPlane:

@@ -21,7 +21,6 @@ from ansible_collections.inference.blueprints.plugins.module_utils.intent.grid i
 from .conftest import routed_models
 from .gateway import DROPPED_REASON_HEADER
 from .harness import DataPlane
-from .promql import parse_exposition
 from .traffic import CHAT_PATH, chat_body
 
 SITE = "example-ai-grid"
@@ -78,7 +77,7 @@ async def _saturate(dp, gw, header: str, bronze: str, fill: int = FILL) -> list:
 
 
 def _engine_waiting(ep) -> float:
-    return sum(s.value for s in parse_exposition(ep.metrics()) if s.name == "vllm:num_requests_waiting")
+    return ep.gauges("vllm:num_requests_waiting")
 
 
 async def _all_held_at_once(dp, tiers: list[str], per_tier: int, burst: list, sent: asyncio.Event) -> bool:
